@@ -1,0 +1,103 @@
+//! The one error type of the core crate, shared by every backend through the mq traits.
+
+use std::time::Duration;
+
+/// Every failure the core or a backend can report through the mq layer and the streams.
+///
+/// Backends map their own failures onto these variants; anything specific to one broker goes into
+/// [`Error::Backend`] with a message that names the broker operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The backend does not offer this capability (see [`crate::mq::Capabilities`]).
+    #[error("unsupported by the {backend} backend: {what}")]
+    Unsupported {
+        /// Backend name, e.g. `"nsq"`.
+        backend: &'static str,
+        /// The operation that was asked for.
+        what: &'static str,
+    },
+    /// An operation needs a channel the stream is not subscribed to (or has no producer for).
+    #[error("not subscribed to channel {channel:?}")]
+    NotSubscribed {
+        /// The channel that was named.
+        channel: String,
+    },
+    /// A caller-supplied value is invalid: empty channel name, mismatched row counts, …
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Bytes could not be decoded: payloads, message ids, positions.
+    #[error("decode error: {0}")]
+    Decode(String),
+    /// The client, producer, consumer, reader or stream was closed.
+    #[error("{0} is closed")]
+    Closed(&'static str),
+    /// An operation did not complete in time.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The delivery a message came from is gone (the consumer seeked or reconnected since), so
+    /// acking it would move the wrong cursor. Receive it again and ack the new delivery.
+    #[error("stale delivery: {0}")]
+    StaleDelivery(String),
+    /// A message arrived with a timestamp at or below a pack end already emitted (only possible on
+    /// a backend that reorders); see [`crate::tt::LatePolicy`].
+    #[error("late message on channel {channel:?}: timestamp {timestamp} <= emitted end_ts {end_ts}")]
+    LateMessage {
+        /// Channel the message came from.
+        channel: String,
+        /// The message's end timestamp.
+        timestamp: u64,
+        /// The end timestamp of the last pack already emitted.
+        end_ts: u64,
+    },
+    /// A broker-side or storage failure; `transient` failures may succeed when retried.
+    #[error("{backend} backend error: {message}")]
+    Backend {
+        /// Backend name.
+        backend: &'static str,
+        /// What failed, in the backend's words.
+        message: String,
+        /// Whether retrying the same call may succeed (connection refused, broker busy, …).
+        transient: bool,
+    },
+}
+
+impl Error {
+    /// A permanent backend failure.
+    pub fn backend(backend: &'static str, message: impl Into<String>) -> Self {
+        Error::Backend {
+            backend,
+            message: message.into(),
+            transient: false,
+        }
+    }
+
+    /// A backend failure that may succeed on retry.
+    pub fn transient(backend: &'static str, message: impl Into<String>) -> Self {
+        Error::Backend {
+            backend,
+            message: message.into(),
+            transient: true,
+        }
+    }
+
+    /// Whether retrying the failed call may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Backend {
+                transient: true,
+                ..
+            } | Error::Timeout(_)
+        )
+    }
+}
+
+impl From<prost::DecodeError> for Error {
+    fn from(e: prost::DecodeError) -> Self {
+        Error::Decode(e.to_string())
+    }
+}
+
+/// Result alias of the core crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

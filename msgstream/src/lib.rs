@@ -1,0 +1,17 @@
+//! # msgstream
+//!
+//! One message-stream API over several brokers. Producers append typed messages ([`msg::TsMsg`])
+//! to *channels*; consumers read many channels as one stream of [`msg::MsgPack`]s, either one
+//! message at a time ([`stream::MsgStream`]) or aligned on timeticks ([`tt::TtMsgStream`]), and
+//! can restart from stored positions and get exactly the same packs again.
+//!
+//! Backends implement the [`mq`] traits; [`mem`] is the in-memory one that defines the contract.
+#![deny(clippy::unwrap_used)]
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod mem;
+pub mod mq;
+pub mod msg;
+
+pub use error::{Error, Result};

@@ -1,0 +1,39 @@
+//! What a backend can do, asked at run time.
+
+/// How strongly a backend keeps the order of one channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ordering {
+    /// Every reader of a channel sees the producer's order, always.
+    Strict,
+    /// Usually in order, but requeues or queue spill-over can reorder (upstream nsqd).
+    BestEffort,
+}
+
+/// The optional parts of the mq contract a backend supports.
+///
+/// A call to an unsupported part returns [`crate::Error::Unsupported`]; it never silently does
+/// nothing. The conformance suite asserts exactly that for every `false` here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// `Consumer::seek` to any message id.
+    pub seek: bool,
+    /// `Client::create_reader` (non-durable cursors).
+    pub readers: bool,
+    /// `Consumer::latest_message_id`.
+    pub latest_id: bool,
+    /// Subscriptions keep their acked position across consumer restarts and client reopen.
+    pub durable_subscriptions: bool,
+    /// Per-channel ordering guarantee.
+    pub ordering: Ordering,
+}
+
+impl Capabilities {
+    /// Everything supported, strictly ordered.
+    pub const ALL: Capabilities = Capabilities {
+        seek: true,
+        readers: true,
+        latest_id: true,
+        durable_subscriptions: true,
+        ordering: Ordering::Strict,
+    };
+}

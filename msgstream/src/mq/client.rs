@@ -1,0 +1,114 @@
+//! The four traits a backend implements.
+//!
+//! Delivery guarantees, stated once for every backend:
+//! - **Order**: within one channel, `recv` and `Reader::next` return messages in id order on a
+//!   backend with [`super::Ordering::Strict`]; ids returned by one producer increase.
+//! - **At least once**: a message that was received but not acked is delivered again to the same
+//!   subscription after the consumer is closed and the subscription re-subscribed.
+//! - **Acks** are cumulative on strictly ordered backends: acking a message records that it and
+//!   everything before it in the channel was processed. An ack never silently does nothing: it
+//!   succeeds or returns an error saying why (stale delivery, closed consumer, …).
+//! - **Cancel safety**: dropping a pending `recv()` / `next()` future loses no message.
+
+use async_trait::async_trait;
+
+use super::{Capabilities, ConsumerOptions, Message, MessageId, ProducerMessage, ReaderOptions};
+use crate::Result;
+
+/// A connection to one backend: the factory of producers, consumers and readers.
+#[async_trait]
+pub trait Client: Send + Sync {
+    /// Backend name, as in config files (`"rocksmq"`, `"memory"`, …).
+    fn backend_name(&self) -> &'static str;
+
+    /// A producer appending to `topic`, creating the topic if the backend needs that.
+    async fn create_producer(&self, topic: &str) -> Result<Box<dyn Producer>>;
+
+    /// A consumer of one subscription on one channel.
+    async fn subscribe(&self, options: ConsumerOptions) -> Result<Box<dyn Consumer>>;
+
+    /// A non-durable reader. `Error::Unsupported` where `capabilities().readers` is false.
+    async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>>;
+
+    /// An id that, used inclusively, starts before every message of any channel.
+    fn earliest_message_id(&self) -> MessageId;
+
+    /// Parses the serialized form of an id of this backend; bytes of the wrong shape are
+    /// `Error::Decode`.
+    fn message_id_from_bytes(&self, bytes: &[u8]) -> Result<MessageId>;
+
+    /// What this backend supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Closes the client; every later call on it or on what it created returns `Error::Closed`.
+    async fn close(&self);
+}
+
+/// Appends messages to one channel.
+#[async_trait]
+pub trait Producer: Send + Sync {
+    /// The channel written to.
+    fn topic(&self) -> &str;
+
+    /// Appends one message; returns its id once the backend has acknowledged it.
+    async fn send(&self, message: ProducerMessage) -> Result<MessageId>;
+
+    /// Appends several messages in order; backends override this to write them in one batch.
+    async fn send_batch(&self, messages: Vec<ProducerMessage>) -> Result<Vec<MessageId>> {
+        let mut ids = Vec::with_capacity(messages.len());
+        for message in messages {
+            ids.push(self.send(message).await?);
+        }
+        Ok(ids)
+    }
+
+    /// Stops the producer; later sends return `Error::Closed`.
+    async fn close(&self);
+}
+
+/// Receives the messages of one subscription on one channel.
+#[async_trait]
+pub trait Consumer: Send + Sync {
+    /// The channel consumed.
+    fn topic(&self) -> &str;
+
+    /// The subscription name.
+    fn subscription(&self) -> &str;
+
+    /// The next message; waits for one. `Ok(None)` once the consumer is closed. Cancel-safe.
+    async fn recv(&mut self) -> Result<Option<Message>>;
+
+    /// Records that `message` (and, on ordered backends, everything before it) was processed.
+    /// A message of an earlier delivery (before a seek or reconnect) is `Error::StaleDelivery`.
+    async fn ack(&self, message: &Message) -> Result<()>;
+
+    /// Moves the subscription so that the next message is the one at `id` (`inclusive`) or the
+    /// one after it. Backwards is allowed. Messages received before the seek can no longer be
+    /// acked. `Error::Unsupported` where `capabilities().seek` is false.
+    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()>;
+
+    /// The id of the newest message in the channel, `None` for an empty channel.
+    async fn latest_message_id(&self) -> Result<Option<MessageId>>;
+
+    /// Stops delivery; acked positions stay committed. `recv` then returns `Ok(None)`.
+    async fn close(&mut self);
+}
+
+/// A non-durable cursor over one channel.
+#[async_trait]
+pub trait Reader: Send + Sync {
+    /// The channel read.
+    fn topic(&self) -> &str;
+
+    /// The next message; waits for one. Cancel-safe.
+    async fn next(&mut self) -> Result<Message>;
+
+    /// Whether a message is available now, without waiting for new ones.
+    async fn has_next(&mut self) -> Result<bool>;
+
+    /// Moves the cursor to `id` (`inclusive`) or just after it.
+    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()>;
+
+    /// Closes the reader; later calls return `Error::Closed`.
+    async fn close(&mut self);
+}

@@ -1,0 +1,122 @@
+//! What travels through the mq layer: ids, outgoing and delivered messages.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use bytes::Bytes;
+
+/// Message properties (trace context, user key/values). They travel beside the payload in the
+/// backend's own header mechanism, never inside it.
+pub type Properties = BTreeMap<String, String>;
+
+/// The id of one message in one channel.
+///
+/// Opaque bytes to the core. Every backend encodes its ids so that **byte order is channel order**
+/// (big-endian integers), so `Ord` on `MessageId` is the backend's order within one channel; ids of
+/// different channels are not comparable in any useful way. `to_bytes` and
+/// [`crate::mq::Client::message_id_from_bytes`] round-trip.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MessageId(Bytes);
+
+impl MessageId {
+    /// Wraps backend-encoded bytes. Backends call this; applications use
+    /// `Client::message_id_from_bytes`, which validates.
+    pub fn from_backend_bytes(bytes: impl Into<Bytes>) -> Self {
+        MessageId(bytes.into())
+    }
+
+    /// The 8-byte big-endian form used by backends whose ids are one `u64`.
+    pub fn from_u64(id: u64) -> Self {
+        MessageId(Bytes::copy_from_slice(&id.to_be_bytes()))
+    }
+
+    /// Reads back the `u64` of an id made by [`MessageId::from_u64`].
+    pub fn as_u64(&self) -> Option<u64> {
+        <[u8; 8]>::try_from(self.0.as_ref())
+            .ok()
+            .map(u64::from_be_bytes)
+    }
+
+    /// The serialized form, stable across processes.
+    pub fn to_bytes(&self) -> Bytes {
+        self.0.clone()
+    }
+
+    /// Borrowed serialized form.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.as_u64() {
+            Some(id) => write!(f, "MessageId({id})"),
+            None => write!(f, "MessageId(0x")
+                .and_then(|_| self.0.iter().try_for_each(|b| write!(f, "{b:02x}")))
+                .and_then(|_| write!(f, ")")),
+        }
+    }
+}
+
+/// A message to send: payload plus properties.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerMessage {
+    /// Encoded payload (for streams: the protobuf of a `TsMsg`).
+    pub payload: Bytes,
+    /// Properties stored beside the payload.
+    pub properties: Properties,
+}
+
+impl ProducerMessage {
+    /// A message with no properties.
+    pub fn new(payload: impl Into<Bytes>) -> Self {
+        ProducerMessage {
+            payload: payload.into(),
+            properties: Properties::new(),
+        }
+    }
+}
+
+/// Identifies the delivery a message came from, so that an ack can tell whether the consumer
+/// cursor it would move still belongs to that delivery (the idea of lapin's `Acker::usable()`).
+///
+/// A consumer bumps its epoch on every seek and reconnect; acking a message of an older epoch
+/// returns [`crate::Error::StaleDelivery`] instead of moving the wrong cursor or doing nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Delivery {
+    /// Consumer-local counter, bumped on seek and reconnect.
+    pub epoch: u64,
+}
+
+/// A message delivered by a consumer or a reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Channel it was read from.
+    pub topic: String,
+    /// Its id in that channel.
+    pub id: MessageId,
+    /// Payload as produced.
+    pub payload: Bytes,
+    /// Properties as produced.
+    pub properties: Properties,
+    /// Which delivery of the consumer produced it (readers use the default).
+    pub delivery: Delivery,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn u64_ids_order_as_bytes() {
+        let ids: Vec<MessageId> = [0u64, 1, 255, 256, u64::MAX]
+            .into_iter()
+            .map(MessageId::from_u64)
+            .collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(ids[3].as_u64(), Some(256));
+        assert_eq!(MessageId::from_backend_bytes(vec![1, 2]).as_u64(), None);
+        assert_eq!(format!("{:?}", MessageId::from_backend_bytes(vec![1, 2])), "MessageId(0x0102)");
+    }
+}

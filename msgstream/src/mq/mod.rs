@@ -1,0 +1,16 @@
+//! The mq layer: what every backend implements, and nothing a backend does not need.
+//!
+//! One trait per concern ([`Client`], [`Producer`], [`Consumer`], [`Reader`]), plain data for
+//! everything that crosses it ([`Message`], [`MessageId`], options), and [`Capabilities`] so that
+//! callers ask what a backend can do instead of guessing. The streams in [`crate::stream`] and
+//! [`crate::tt`] are written against these traits only.
+
+mod capabilities;
+mod client;
+mod message;
+mod options;
+
+pub use capabilities::{Capabilities, Ordering};
+pub use client::{Client, Consumer, Producer, Reader};
+pub use message::{Delivery, Message, MessageId, ProducerMessage, Properties};
+pub use options::{ConsumerOptions, InitialPosition, ReaderOptions, validate_channel_name};

@@ -1,0 +1,96 @@
+//! Options for creating consumers and readers, and the channel-name rule.
+
+use super::MessageId;
+use crate::{Error, Result};
+
+/// Where a *new* subscription starts. An existing subscription always resumes from its own
+/// acked position, whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InitialPosition {
+    /// From the oldest message the channel still holds.
+    #[default]
+    Earliest,
+    /// Only messages produced after the subscription was created.
+    Latest,
+}
+
+/// How to subscribe a consumer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerOptions {
+    /// Channel (topic) to consume.
+    pub topic: String,
+    /// Subscription (consumer group) name; its position is durable where the backend says so.
+    pub subscription: String,
+    /// Start of a new subscription.
+    pub initial_position: InitialPosition,
+    /// How many received-but-not-yet-returned messages the consumer may hold in memory.
+    pub buffer: usize,
+}
+
+impl ConsumerOptions {
+    /// Options with the default buffer (1024) starting at [`InitialPosition::Earliest`].
+    pub fn new(topic: impl Into<String>, subscription: impl Into<String>) -> Self {
+        ConsumerOptions {
+            topic: topic.into(),
+            subscription: subscription.into(),
+            initial_position: InitialPosition::Earliest,
+            buffer: 1024,
+        }
+    }
+
+    /// Same options, starting a new subscription at `position`.
+    pub fn with_initial_position(mut self, position: InitialPosition) -> Self {
+        self.initial_position = position;
+        self
+    }
+}
+
+/// How to open a reader: a non-durable cursor starting at a message id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// Channel to read.
+    pub topic: String,
+    /// First message id (see `inclusive`); `Client::earliest_message_id` reads from the start.
+    pub start: MessageId,
+    /// Whether the message at `start` itself is returned.
+    pub inclusive: bool,
+}
+
+/// Checks a channel (topic) or subscription name against the portable rule
+/// `[A-Za-z0-9._-]{1,255}`. Backends apply stricter rules of their own on top.
+pub fn validate_channel_name(kind: &str, name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::InvalidArgument(format!("{kind} name is empty")));
+    }
+    if name.len() > 255 {
+        return Err(Error::InvalidArgument(format!(
+            "{kind} name is {} bytes long, the limit is 255",
+            name.len()
+        )));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(Error::InvalidArgument(format!(
+            "{kind} name {name:?} contains {bad:?}; allowed are A-Z a-z 0-9 . _ -"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_names() {
+        assert!(validate_channel_name("channel", "by-dev.rootcoord_dml_0").is_ok());
+        for bad in ["", "a/b", "a b", "ü", &"x".repeat(256)] {
+            assert!(matches!(
+                validate_channel_name("channel", bad),
+                Err(Error::InvalidArgument(_))
+            ));
+        }
+    }
+}
