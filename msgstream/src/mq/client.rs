@@ -12,7 +12,7 @@
 
 use async_trait::async_trait;
 
-use super::{Capabilities, ConsumerOptions, Message, MessageId, ProducerMessage, ReaderOptions};
+use super::{Capabilities, SubscriptionInfo, ConsumerOptions, Message, MessageId, ProducerMessage, ReaderOptions};
 use crate::Result;
 
 /// A connection to one backend: the factory of producers, consumers and readers.
@@ -39,6 +39,23 @@ pub trait Client: Send + Sync {
 
     /// What this backend supports.
     fn capabilities(&self) -> Capabilities;
+
+    /// Channels the backend holds, sorted. `Error::Unsupported` where the broker cannot list them.
+    async fn list_topics(&self) -> Result<Vec<String>> {
+        Err(crate::Error::Unsupported {
+            backend: self.backend_name(),
+            what: "listing topics",
+        })
+    }
+
+    /// Subscriptions of `topic`, sorted by name, with their lag where the backend can tell.
+    async fn list_subscriptions(&self, topic: &str) -> Result<Vec<SubscriptionInfo>> {
+        let _ = topic;
+        Err(crate::Error::Unsupported {
+            backend: self.backend_name(),
+            what: "listing subscriptions",
+        })
+    }
 
     /// Closes the client; every later call on it or on what it created returns `Error::Closed`.
     async fn close(&self);

@@ -13,4 +13,6 @@ mod options;
 pub use capabilities::{Capabilities, Ordering};
 pub use client::{Client, Consumer, Producer, Reader};
 pub use message::{Delivery, Message, MessageId, ProducerMessage, Properties};
-pub use options::{ConsumerOptions, InitialPosition, ReaderOptions, validate_channel_name};
+pub use options::{
+    validate_channel_name, ConsumerOptions, InitialPosition, ReaderOptions, SubscriptionInfo,
+};

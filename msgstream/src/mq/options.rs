@@ -56,6 +56,15 @@ pub struct ReaderOptions {
     pub inclusive: bool,
 }
 
+/// One subscription of a channel, as listed by `Client::list_subscriptions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionInfo {
+    /// Subscription (consumer group) name.
+    pub name: String,
+    /// Messages in the channel after the subscription's acked position, where known.
+    pub lag: Option<u64>,
+}
+
 /// Checks a channel (topic) or subscription name against the portable rule
 /// `[A-Za-z0-9._-]{1,255}`. Backends apply stricter rules of their own on top.
 pub fn validate_channel_name(kind: &str, name: &str) -> Result<()> {
