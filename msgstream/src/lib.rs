@@ -13,5 +13,8 @@ pub mod error;
 pub mod mem;
 pub mod mq;
 pub mod msg;
+pub mod retry;
+pub mod trace;
+pub mod tt;
 
 pub use error::{Error, Result};

@@ -1,0 +1,59 @@
+//! Shared state of the in-memory backend: topics, their messages and subscription cursors.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use crate::mq::Properties;
+
+/// One stored message; its id is its index in the topic.
+#[derive(Debug, Clone)]
+pub(super) struct Stored {
+    pub payload: Bytes,
+    pub properties: Properties,
+}
+
+/// One channel: its log, the acked cursor of each subscription, and a wake-up for waiters.
+#[derive(Debug, Default)]
+pub(super) struct Topic {
+    pub log: Vec<Stored>,
+    /// Subscription → index of the first message not yet acked.
+    pub cursors: HashMap<String, u64>,
+    pub notify: Arc<Notify>,
+}
+
+/// The process-local store behind one or more [`super::MemoryClient`]s.
+#[derive(Debug, Default)]
+pub struct MemoryBroker {
+    topics: Mutex<HashMap<String, Topic>>,
+}
+
+impl MemoryBroker {
+    /// An empty broker.
+    pub fn new() -> Arc<Self> {
+        Arc::new(MemoryBroker::default())
+    }
+
+    /// Locks the topic table. A poisoned lock only means another thread panicked while holding
+    /// it; the data it guards is plain values that stay consistent, so it is used as is.
+    pub(super) fn topics(&self) -> MutexGuard<'_, HashMap<String, Topic>> {
+        self.topics
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` on `topic`, creating it if needed.
+    pub(super) fn with_topic<R>(&self, topic: &str, f: impl FnOnce(&mut Topic) -> R) -> R {
+        let mut topics = self.topics();
+        f(topics.entry(topic.to_string()).or_default())
+    }
+
+    /// Wakes every waiter of every topic (used on close).
+    pub(super) fn wake_all(&self) {
+        for topic in self.topics().values() {
+            topic.notify.notify_waiters();
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! `TimetickAligner`: the timetick alignment of many channels as a pure state machine.
+//!
+//! No runtime, no clock, no I/O (the way `quinn-proto` keeps QUIC logic apart): the driver asks
+//! [`TimetickAligner::next_channel`] which channel to read, [`TimetickAligner::push`]es what it
+//! read, and takes packs from [`TimetickAligner::pop_pack`]. Everything below is therefore
+//! testable exhaustively and deterministically.
+//!
+//! # Rules
+//! - The **watermark** is the minimum over channels of the last timetick read.
+//! - Only channels *holding the watermark back* (last tick ≤ last emitted `end_ts`, or no tick
+//!   yet) are read. Other channels wait, so their producers are back-pressured by the driver's
+//!   bounded queues, and — the property recovery relies on — the sequence of packs does not depend
+//!   on how fast each channel happens to deliver: every channel is read exactly up to its first
+//!   tick above the previous watermark before the next pack is cut.
+//! - When the watermark rises above the last `end_ts`, one pack is cut: every buffered non-tick
+//!   message with `end_ts ≤ watermark`, channel by channel in subscription order, each channel in
+//!   arrival order. Duplicate Insert/Delete deliveries of one channel inside one pack are
+//!   dropped.
+//! - **Positions**: per channel, the first message still buffered, else the last message read,
+//!   with `timestamp = end_ts`. Resuming there inclusively and dropping everything at or below the
+//!   timestamp reproduces the following packs exactly.
+//! - A message at or below an emitted `end_ts` (only on reordering backends) is **late**: counted,
+//!   and reported or dropped by [`LatePolicy`], never folded into a later pack.
+
+use std::collections::{HashSet, VecDeque};
+
+use crate::msg::{MsgBody, MsgPack, MsgPosition, TsMsg};
+use crate::{Error, Result};
+
+/// What to do with a late message (timestamp at or below an emitted pack's `end_ts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LatePolicy {
+    /// Report it as [`Error::LateMessage`] from the stream (which then continues). Default.
+    #[default]
+    Error,
+    /// Log a warning, count it, and drop it.
+    Drop,
+}
+
+/// Which channel holds the watermark back, and by how much.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatermarkHolder {
+    /// Index of the channel in subscription order.
+    pub channel: usize,
+    /// Its name.
+    pub name: String,
+    /// Its last tick (`None`: no tick read yet).
+    pub last_tick: Option<u64>,
+    /// Highest last tick of any channel minus this channel's (0 when all are level).
+    pub lag: u64,
+}
+
+#[derive(Debug)]
+struct ChannelState {
+    name: String,
+    last_tick: Option<u64>,
+    /// Messages at or below this are dropped silently (they were emitted before a seek).
+    floor: Option<u64>,
+    last_read: Option<MsgPosition>,
+    start: Option<MsgPosition>,
+    buffered: VecDeque<TsMsg>,
+}
+
+/// The alignment state machine (see the module docs for its rules).
+#[derive(Debug)]
+pub struct TimetickAligner {
+    channels: Vec<ChannelState>,
+    last_end: u64,
+    late_policy: LatePolicy,
+    buffered: usize,
+    peak_buffered: usize,
+    late: u64,
+}
+
+impl TimetickAligner {
+    /// A fresh aligner for `channels`, starting at timestamp 0.
+    pub fn new(channels: Vec<String>, late_policy: LatePolicy) -> Self {
+        let channels = channels
+            .into_iter()
+            .map(|name| ChannelState {
+                name,
+                last_tick: None,
+                floor: None,
+                last_read: None,
+                start: None,
+                buffered: VecDeque::new(),
+            })
+            .collect();
+        TimetickAligner {
+            channels,
+            last_end: 0,
+            late_policy,
+            buffered: 0,
+            peak_buffered: 0,
+            late: 0,
+        }
+    }
+
+    /// An aligner resuming from stored positions (one per channel, in subscription order): the
+    /// driver re-reads each channel inclusively from `position.msg_id`, and everything at or
+    /// below `position.timestamp` is dropped.
+    pub fn resume(positions: &[MsgPosition], late_policy: LatePolicy) -> Result<Self> {
+        if positions.is_empty() {
+            return Err(Error::InvalidArgument("no positions to resume from".into()));
+        }
+        let mut aligner = Self::new(
+            positions.iter().map(|p| p.channel_name.clone()).collect(),
+            late_policy,
+        );
+        for (state, position) in aligner.channels.iter_mut().zip(positions) {
+            state.last_tick = Some(position.timestamp);
+            state.floor = Some(position.timestamp);
+            state.start = Some(position.clone());
+        }
+        aligner.last_end = positions.iter().map(|p| p.timestamp).min().unwrap_or(0);
+        Ok(aligner)
+    }
+
+    /// Channel names in subscription order.
+    pub fn channel_names(&self) -> impl Iterator<Item = &str> {
+        self.channels.iter().map(|c| c.name.as_str())
+    }
+
+    /// The channel to read next, or `None` when a pack is ready to pop.
+    pub fn next_channel(&self) -> Option<usize> {
+        if self.watermark().is_some_and(|w| w > self.last_end) {
+            return None;
+        }
+        self.channels
+            .iter()
+            .position(|c| c.last_tick.is_none_or(|t| t <= self.last_end))
+    }
+
+    /// Min over channels of the last tick; `None` until every channel has ticked.
+    pub fn watermark(&self) -> Option<u64> {
+        self.channels
+            .iter()
+            .map(|c| c.last_tick)
+            .try_fold(u64::MAX, |min, t| t.map(|t| min.min(t)))
+    }
+
+    /// `end_ts` of the last pack emitted (or the resume timestamp).
+    pub fn last_end(&self) -> u64 {
+        self.last_end
+    }
+
+    /// Feeds one message read from `channel`. The message must carry its position.
+    ///
+    /// Returns `Error::LateMessage` for a late message under [`LatePolicy::Error`] (the message
+    /// is not kept), `Error::InvalidArgument` for an unknown channel or a message without
+    /// position.
+    pub fn push(&mut self, channel: usize, msg: TsMsg) -> Result<()> {
+        let last_end = self.last_end;
+        let state = self.channels.get_mut(channel).ok_or_else(|| {
+            Error::InvalidArgument(format!("channel index {channel} out of range"))
+        })?;
+        let position = msg.position.clone().ok_or_else(|| {
+            Error::InvalidArgument("a message pushed to the aligner has no position".into())
+        })?;
+        if state.start.is_none() {
+            state.start = Some(MsgPosition {
+                timestamp: last_end,
+                ..position.clone()
+            });
+        }
+        state.last_read = Some(position);
+        if msg.is_time_tick() {
+            let tick = msg.end_ts();
+            if state.last_tick.is_none_or(|t| tick > t) {
+                state.last_tick = Some(tick);
+            }
+            return Ok(());
+        }
+        let ts = msg.end_ts();
+        if state.floor.is_some_and(|floor| ts <= floor) {
+            return Ok(());
+        }
+        if ts <= last_end {
+            self.late += 1;
+            let error = Error::LateMessage {
+                channel: state.name.clone(),
+                timestamp: ts,
+                end_ts: last_end,
+            };
+            return match self.late_policy {
+                LatePolicy::Error => Err(error),
+                LatePolicy::Drop => {
+                    tracing::warn!(%error, "dropping late message");
+                    Ok(())
+                }
+            };
+        }
+        state.buffered.push_back(msg);
+        self.buffered += 1;
+        self.peak_buffered = self.peak_buffered.max(self.buffered);
+        Ok(())
+    }
+
+    /// Cuts the next pack if the watermark has risen above the last `end_ts`.
+    pub fn pop_pack(&mut self) -> Option<MsgPack> {
+        let watermark = self.watermark().filter(|w| *w > self.last_end)?;
+        let begin_ts = self.last_end;
+        let mut msgs = Vec::new();
+        let mut start_positions = Vec::with_capacity(self.channels.len());
+        let mut end_positions = Vec::with_capacity(self.channels.len());
+        for state in &mut self.channels {
+            let before = state.buffered.len();
+            let mut seen = HashSet::new();
+            let mut kept = VecDeque::with_capacity(before);
+            for msg in state.buffered.drain(..) {
+                if msg.end_ts() > watermark {
+                    kept.push_back(msg);
+                } else if dedup_key(&msg).is_none_or(|key| seen.insert(key)) {
+                    msgs.push(msg);
+                }
+            }
+            self.buffered -= before - kept.len();
+            state.buffered = kept;
+            let end = state
+                .buffered
+                .front()
+                .and_then(|m| m.position.clone())
+                .or_else(|| state.last_read.clone())
+                .or_else(|| state.start.clone())
+                .map(|p| MsgPosition {
+                    timestamp: watermark,
+                    ..p
+                })
+                .unwrap_or_else(|| MsgPosition {
+                    channel_name: state.name.clone(),
+                    timestamp: watermark,
+                    ..MsgPosition::default()
+                });
+            let start = state.start.replace(end.clone()).unwrap_or_else(|| MsgPosition {
+                timestamp: begin_ts,
+                ..end.clone()
+            });
+            start_positions.push(start);
+            end_positions.push(end);
+        }
+        self.last_end = watermark;
+        Some(MsgPack {
+            begin_ts,
+            end_ts: watermark,
+            msgs,
+            start_positions,
+            end_positions,
+        })
+    }
+
+    /// Where each channel would resume now: the end positions a pack cut at the current
+    /// `last_end` would carry.
+    pub fn positions(&self) -> Vec<MsgPosition> {
+        self.channels
+            .iter()
+            .map(|state| {
+                let p = state
+                    .buffered
+                    .front()
+                    .and_then(|m| m.position.clone())
+                    .or_else(|| state.last_read.clone())
+                    .or_else(|| state.start.clone())
+                    .unwrap_or_else(|| MsgPosition {
+                        channel_name: state.name.clone(),
+                        ..MsgPosition::default()
+                    });
+                MsgPosition {
+                    timestamp: self.last_end,
+                    ..p
+                }
+            })
+            .collect()
+    }
+
+    /// The channel holding the watermark back (the first one with the lowest last tick).
+    pub fn holder(&self) -> Option<WatermarkHolder> {
+        let max = self.channels.iter().filter_map(|c| c.last_tick).max();
+        let (index, state) = self
+            .channels
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, c)| c.last_tick.map_or((0, 0), |t| (1, t)))?;
+        Some(WatermarkHolder {
+            channel: index,
+            name: state.name.clone(),
+            last_tick: state.last_tick,
+            lag: match (max, state.last_tick) {
+                (Some(max), Some(t)) => max - t,
+                (Some(max), None) => max,
+                _ => 0,
+            },
+        })
+    }
+
+    /// Messages buffered now, over all channels.
+    pub fn buffered(&self) -> usize {
+        self.buffered
+    }
+
+    /// Highest number of messages buffered at once so far.
+    pub fn peak_buffered(&self) -> usize {
+        self.peak_buffered
+    }
+
+    /// Late messages seen so far.
+    pub fn late_messages(&self) -> u64 {
+        self.late
+    }
+}
+
+/// Identity of an Insert/Delete delivery for in-pack de-duplication: a re-delivered or
+/// re-produced message repeats all of it, while the rows a repack split from one request differ
+/// in their row ids, keys or timestamps.
+fn dedup_key(msg: &TsMsg) -> Option<(i32, i64, u64, u64, i64)> {
+    let first_row = match &msg.body {
+        MsgBody::Insert(m) => m.row_ids.first().copied().unwrap_or_default(),
+        MsgBody::Delete(m) => m.int64_primary_keys.first().copied().unwrap_or_default(),
+        _ => return None,
+    };
+    Some((msg.msg_type(), msg.id(), msg.begin_ts(), msg.end_ts(), first_row))
+}

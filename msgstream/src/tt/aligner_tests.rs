@@ -1,0 +1,231 @@
+//! Deterministic and property tests of the pure alignment state machine: each channel is a
+//! `Vec<TsMsg>` log whose message id is the index, read the way the driver reads it.
+
+use proptest::prelude::*;
+
+use super::aligner::{LatePolicy, TimetickAligner};
+use crate::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgPosition, MsgType, TsMsg};
+use crate::mq::MessageId;
+
+fn insert(ts: u64, id: i64) -> TsMsg {
+    TsMsg::new(MsgBody::Insert(InsertRequest {
+        base: Some(MsgBase::new(MsgType::Insert as i32, id, ts)),
+        timestamps: vec![ts],
+        row_ids: vec![id],
+        num_rows: 1,
+        ..Default::default()
+    }))
+}
+
+/// A log entry: `Some(ts)` an insert at ts (id = ts), `None`-less ticks are `Tick(ts)`.
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    Msg(u64),
+    Tick(u64),
+}
+
+fn to_log(channel: &str, entries: &[Entry]) -> Vec<TsMsg> {
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut msg = match *e {
+                Entry::Msg(ts) => insert(ts, (i as i64) << 20 | ts as i64),
+                Entry::Tick(ts) => TsMsg::time_tick(ts),
+            };
+            msg.position = Some(MsgPosition {
+                channel_name: channel.to_string(),
+                msg_id: MessageId::from_u64(i as u64).to_bytes().to_vec(),
+                msg_group: "g".into(),
+                timestamp: msg.end_ts(),
+            });
+            msg
+        })
+        .collect()
+}
+
+/// Drives an aligner over logs from the given cursors until every log is exhausted.
+fn drive(mut aligner: TimetickAligner, logs: &[Vec<TsMsg>], mut cursors: Vec<usize>) -> Vec<MsgPack> {
+    let mut packs = Vec::new();
+    loop {
+        if let Some(pack) = aligner.pop_pack() {
+            packs.push(pack);
+            continue;
+        }
+        let Some(c) = aligner.next_channel() else { continue };
+        let Some(msg) = logs[c].get(cursors[c]) else { return packs };
+        cursors[c] += 1;
+        aligner.push(c, msg.clone()).expect("no late messages on a strict log");
+    }
+}
+
+fn replay_from(positions: &[MsgPosition], logs: &[Vec<TsMsg>]) -> Vec<MsgPack> {
+    let aligner = TimetickAligner::resume(positions, LatePolicy::Error).expect("positions");
+    let cursors = positions
+        .iter()
+        .map(|p| {
+            MessageId::from_backend_bytes(p.msg_id.clone())
+                .as_u64()
+                .expect("u64 id") as usize
+        })
+        .collect();
+    drive(aligner, logs, cursors)
+}
+
+fn summary(packs: &[MsgPack]) -> Vec<(u64, u64, Vec<u64>)> {
+    packs
+        .iter()
+        .map(|p| (p.begin_ts, p.end_ts, p.msgs.iter().map(TsMsg::end_ts).collect()))
+        .collect()
+}
+
+#[test]
+fn issue_sequence_and_its_replays() {
+    use Entry::{Msg, Tick};
+    let entries = [
+        Tick(0), Msg(1), Msg(3), Msg(19), Tick(5), Msg(14), Msg(9), Tick(11), Msg(12), Msg(13),
+        Tick(15), Tick(20),
+    ];
+    let logs = vec![to_log("ch0", &entries)];
+    let packs = drive(
+        TimetickAligner::new(vec!["ch0".into()], LatePolicy::Error),
+        &logs,
+        vec![0],
+    );
+    assert_eq!(
+        summary(&packs),
+        vec![
+            (0, 5, vec![1, 3]),
+            (5, 11, vec![9]),
+            (11, 15, vec![14, 12, 13]),
+            (15, 20, vec![19]),
+        ]
+    );
+    assert_eq!(
+        summary(&replay_from(&packs[2].start_positions, &logs)),
+        vec![(11, 15, vec![14, 12, 13]), (15, 20, vec![19])]
+    );
+    assert_eq!(
+        summary(&replay_from(&packs[2].end_positions, &logs)),
+        vec![(15, 20, vec![19])]
+    );
+    assert_eq!(summary(&replay_from(&packs[0].start_positions, &logs)), summary(&packs));
+}
+
+#[test]
+fn channels_ticking_at_different_timestamps_progress() {
+    use Entry::{Msg, Tick};
+    let logs = vec![
+        to_log("a", &[Msg(1), Tick(5), Msg(7), Tick(12)]),
+        to_log("b", &[Msg(2), Tick(10), Msg(11), Tick(12)]),
+    ];
+    let packs = drive(
+        TimetickAligner::new(vec!["a".into(), "b".into()], LatePolicy::Error),
+        &logs,
+        vec![0, 0],
+    );
+    assert_eq!(
+        summary(&packs),
+        vec![(0, 5, vec![1, 2]), (5, 10, vec![7]), (10, 12, vec![11])]
+    );
+}
+
+#[test]
+fn late_messages_follow_the_policy_and_are_counted() {
+    let logs = to_log("a", &[Entry::Tick(10), Entry::Msg(4)]);
+    for policy in [LatePolicy::Error, LatePolicy::Drop] {
+        let mut aligner = TimetickAligner::new(vec!["a".into()], policy);
+        aligner.push(0, logs[0].clone()).expect("tick");
+        let pack = aligner.pop_pack().expect("pack 0..10");
+        assert_eq!((pack.begin_ts, pack.end_ts), (0, 10));
+        let result = aligner.push(0, logs[1].clone());
+        assert_eq!(result.is_err(), policy == LatePolicy::Error);
+        assert_eq!(aligner.late_messages(), 1);
+        assert_eq!(aligner.buffered(), 0, "a late message is never kept");
+    }
+}
+
+#[test]
+fn duplicate_deliveries_inside_a_pack_are_dropped() {
+    let log = to_log("a", &[Entry::Msg(3), Entry::Tick(5)]);
+    let mut aligner = TimetickAligner::new(vec!["a".into()], LatePolicy::Error);
+    aligner.push(0, log[0].clone()).expect("msg");
+    aligner.push(0, log[0].clone()).expect("duplicate");
+    aligner.push(0, log[1].clone()).expect("tick");
+    assert_eq!(aligner.pop_pack().expect("pack").msgs.len(), 1);
+}
+
+#[test]
+fn holder_names_the_lagging_channel() {
+    let a = to_log("a", &[Entry::Tick(5)]);
+    let b = to_log("b", &[Entry::Tick(20)]);
+    let mut aligner = TimetickAligner::new(vec!["a".into(), "b".into()], LatePolicy::Error);
+    aligner.push(0, a[0].clone()).expect("tick");
+    aligner.push(1, b[0].clone()).expect("tick");
+    let holder = aligner.holder().expect("holder");
+    assert_eq!((holder.name.as_str(), holder.lag), ("a", 15));
+}
+
+#[test]
+fn bad_pushes_are_errors() {
+    let mut aligner = TimetickAligner::new(vec!["a".into()], LatePolicy::Error);
+    assert!(aligner.push(3, TsMsg::time_tick(1)).is_err());
+    assert!(aligner.push(0, TsMsg::time_tick(1)).is_err(), "no position");
+    assert!(TimetickAligner::resume(&[], LatePolicy::Error).is_err());
+}
+
+/// Random per-channel logs that keep the tick promise: after a tick T, messages are > T.
+fn channel_log() -> impl Strategy<Value = Vec<Entry>> {
+    prop::collection::vec((1u64..6, 0u64..8, prop::bool::ANY), 1..12).prop_map(|steps| {
+        let mut entries = Vec::new();
+        let mut tick = 0;
+        for (advance, msgs, tick_now) in steps {
+            for i in 0..msgs {
+                entries.push(Entry::Msg(tick + 1 + (i * 7 + advance) % 15));
+            }
+            if tick_now {
+                tick += advance;
+                entries.push(Entry::Tick(tick));
+            }
+        }
+        // A common last tick, so that every message ends up in some pack.
+        entries.push(Entry::Tick(1_000));
+        entries
+    })
+}
+
+proptest! {
+    #[test]
+    fn every_message_once_in_the_first_pack_reaching_it_and_replays_match(
+        raw in prop::collection::vec(channel_log(), 1..5)
+    ) {
+        let names: Vec<String> = (0..raw.len()).map(|i| format!("c{i}")).collect();
+        let logs: Vec<Vec<TsMsg>> = raw.iter().zip(&names).map(|(e, n)| to_log(n, e)).collect();
+        let packs = drive(TimetickAligner::new(names.clone(), LatePolicy::Error), &logs, vec![0; logs.len()]);
+
+        // Every non-tick message exactly once, in the first pack whose end_ts reaches it.
+        let total: usize = raw.iter().flatten().filter(|e| matches!(e, Entry::Msg(_))).count();
+        let emitted: usize = packs.iter().map(|p| p.msgs.len()).sum();
+        prop_assert_eq!(emitted, total);
+        for pack in &packs {
+            prop_assert!(pack.begin_ts < pack.end_ts);
+            for m in &pack.msgs {
+                prop_assert!(m.end_ts() > pack.begin_ts && m.end_ts() <= pack.end_ts);
+            }
+            // Per-channel arrival order kept, channels in subscription order.
+            let keys: Vec<(usize, u64)> = pack.msgs.iter().map(|m| {
+                let p = m.position.as_ref().expect("position");
+                let c = names.iter().position(|n| *n == p.channel_name).expect("known channel");
+                (c, MessageId::from_backend_bytes(p.msg_id.clone()).as_u64().expect("id"))
+            }).collect();
+            prop_assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        }
+        prop_assert!(packs.windows(2).all(|w| w[0].end_ts == w[1].begin_ts));
+
+        // Replay from the end positions of every pack reproduces the rest exactly.
+        for (k, pack) in packs.iter().enumerate() {
+            let replay = replay_from(&pack.end_positions, &logs);
+            prop_assert_eq!(&replay[..], &packs[k + 1..]);
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! The timetick-aligned stream: many channels read as one sequence of packs cut at timeticks.
+
+mod aligner;
+#[cfg(test)]
+mod aligner_tests;
+
+pub use aligner::{LatePolicy, TimetickAligner, WatermarkHolder};
