@@ -41,7 +41,9 @@ pub enum Error {
     StaleDelivery(String),
     /// A message arrived with a timestamp at or below a pack end already emitted (only possible on
     /// a backend that reorders); see [`crate::tt::LatePolicy`].
-    #[error("late message on channel {channel:?}: timestamp {timestamp} <= emitted end_ts {end_ts}")]
+    #[error(
+        "late message on channel {channel:?}: timestamp {timestamp} <= emitted end_ts {end_ts}"
+    )]
     LateMessage {
         /// Channel the message came from.
         channel: String,

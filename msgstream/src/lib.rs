@@ -14,6 +14,9 @@ pub mod mem;
 pub mod mq;
 pub mod msg;
 pub mod retry;
+pub mod stream;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod trace;
 pub mod tt;
 

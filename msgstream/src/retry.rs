@@ -39,7 +39,9 @@ impl RetryPolicy {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let initial_ms = u64::try_from(self.initial_delay.as_millis()).unwrap_or(u64::MAX).max(1);
+        let initial_ms = u64::try_from(self.initial_delay.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
         let mut delays = Exponential::from_millis_with_factor(initial_ms, 2.0)
             .map(|d| d.min(self.max_delay))
             .take(self.attempts.saturating_sub(1));
@@ -77,7 +79,13 @@ mod tests {
                 Err(Error::transient("test", "refused"))
             })
             .await;
-        assert!(matches!(result, Err(Error::Backend { transient: true, .. })));
+        assert!(matches!(
+            result,
+            Err(Error::Backend {
+                transient: true,
+                ..
+            })
+        ));
         assert_eq!(calls.load(Ordering::SeqCst), policy.attempts);
 
         calls.store(0, Ordering::SeqCst);
@@ -100,6 +108,10 @@ mod tests {
             })
             .await;
         assert!(matches!(result, Err(Error::InvalidArgument(_))));
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "permanent errors are not retried");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "permanent errors are not retried"
+        );
     }
 }

@@ -7,9 +7,7 @@
 //! for one small string per message.
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{
-    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
-};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use opentelemetry::Context;
 
 use crate::mq::Properties;
@@ -54,7 +52,8 @@ impl TextMapPropagator for W3cTraceContext {
 
 fn parse_traceparent(value: &str) -> Option<SpanContext> {
     let mut parts = value.trim().split('-');
-    let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if version != "00" || parts.next().is_some() || trace.len() != 32 || span.len() != 16 {
         return None;
     }
@@ -93,13 +92,34 @@ impl Extractor for PropertiesExtractor<'_> {
 
 /// Writes the current OpenTelemetry context into `properties` (nothing when there is no span).
 pub fn inject_current(properties: &mut Properties) {
-    W3cTraceContext.inject_context(&Context::current(), &mut PropertiesInjector(properties));
+    inject(&Context::current(), properties);
+}
+
+/// Writes `cx` into `properties` (nothing when it has no valid span).
+pub fn inject(cx: &Context, properties: &mut Properties) {
+    W3cTraceContext.inject_context(cx, &mut PropertiesInjector(properties));
 }
 
 /// The producer's context carried by `properties` (an empty context when there is none or it is
 /// malformed).
 pub fn extract(properties: &Properties) -> Context {
     W3cTraceContext.extract_with_context(&Context::new(), &PropertiesExtractor(properties))
+}
+
+/// Starts and ends the consuming span of one message as a child of the producer's span, through
+/// the globally installed OpenTelemetry tracer (a no-op until the application installs one).
+pub fn record_consume(properties: &Properties, channel: &str) {
+    let parent = extract(properties);
+    if parent.span().span_context().is_valid() {
+        use opentelemetry::trace::{Span, Tracer};
+        let mut span = opentelemetry::global::tracer("msgstream")
+            .start_with_context("msgstream.consume", &parent);
+        span.set_attribute(opentelemetry::KeyValue::new(
+            "messaging.destination.name",
+            channel.to_string(),
+        ));
+        span.end();
+    }
 }
 
 #[cfg(test)]
@@ -126,8 +146,12 @@ mod tests {
             Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
         );
         assert_eq!(extract(&props).span().span_context(), &sc);
-        for bad in ["", "00-xyz", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01"] {
+        for bad in [
+            "",
+            "00-xyz",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        ] {
             let props = Properties::from([(TRACEPARENT.to_string(), bad.to_string())]);
             assert!(!extract(&props).span().span_context().is_valid(), "{bad}");
         }

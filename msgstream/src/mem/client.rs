@@ -105,7 +105,11 @@ impl Client for MemoryClient {
         self.check_open()?;
         validate_channel_name("channel", &options.topic)?;
         let start = decode_id(&options.start)?;
-        let cursor = if options.inclusive { start } else { start.saturating_add(1) };
+        let cursor = if options.inclusive {
+            start
+        } else {
+            start.saturating_add(1)
+        };
         let notify = self.broker.with_topic(&options.topic, |t| t.notify.clone());
         Ok(Box::new(MemoryReader::new(
             self.clone(),

@@ -65,9 +65,10 @@ impl Consumer for MemoryConsumer {
                 return Ok(None);
             }
             let cursor = self.cursor;
-            let found = self.client.broker.with_topic(&self.options.topic, |t| {
-                t.log.get(cursor as usize).cloned()
-            });
+            let found = self
+                .client
+                .broker
+                .with_topic(&self.options.topic, |t| t.log.get(cursor as usize).cloned());
             if let Some(stored) = found {
                 self.cursor += 1;
                 return Ok(Some(Message {

@@ -19,7 +19,12 @@ pub(super) struct MemoryReader {
 }
 
 impl MemoryReader {
-    pub(super) fn new(client: MemoryClient, topic: String, cursor: u64, notify: Arc<Notify>) -> Self {
+    pub(super) fn new(
+        client: MemoryClient,
+        topic: String,
+        cursor: u64,
+        notify: Arc<Notify>,
+    ) -> Self {
         MemoryReader {
             client,
             topic,

@@ -12,7 +12,10 @@
 
 use async_trait::async_trait;
 
-use super::{Capabilities, SubscriptionInfo, ConsumerOptions, Message, MessageId, ProducerMessage, ReaderOptions};
+use super::{
+    Capabilities, ConsumerOptions, Message, MessageId, ProducerMessage, ReaderOptions,
+    SubscriptionInfo,
+};
 use crate::Result;
 
 /// A connection to one backend: the factory of producers, consumers and readers.

@@ -117,6 +117,9 @@ mod tests {
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(ids[3].as_u64(), Some(256));
         assert_eq!(MessageId::from_backend_bytes(vec![1, 2]).as_u64(), None);
-        assert_eq!(format!("{:?}", MessageId::from_backend_bytes(vec![1, 2])), "MessageId(0x0102)");
+        assert_eq!(
+            format!("{:?}", MessageId::from_backend_bytes(vec![1, 2])),
+            "MessageId(0x0102)"
+        );
     }
 }

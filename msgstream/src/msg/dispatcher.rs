@@ -27,7 +27,9 @@ impl std::fmt::Debug for DecoderRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut kinds: Vec<_> = self.decoders.keys().collect();
         kinds.sort();
-        f.debug_struct("DecoderRegistry").field("kinds", &kinds).finish()
+        f.debug_struct("DecoderRegistry")
+            .field("kinds", &kinds)
+            .finish()
     }
 }
 
@@ -46,7 +48,9 @@ impl Default for DecoderRegistry {
             Ok(MsgBody::TimeTick(TimeTickMsg::decode(b)?))
         });
         registry.register(MsgType::CreateCollection as i32, |b| {
-            Ok(MsgBody::CreateCollection(CreateCollectionRequest::decode(b)?))
+            Ok(MsgBody::CreateCollection(CreateCollectionRequest::decode(
+                b,
+            )?))
         });
         registry.register(MsgType::DropCollection as i32, |b| {
             Ok(MsgBody::DropCollection(DropCollectionRequest::decode(b)?))
@@ -79,7 +83,10 @@ impl DecoderRegistry {
             .base
             .ok_or_else(|| Error::Decode("payload has no MsgBase at field 1".to_string()))?;
         let decoder = self.decoders.get(&base.msg_type).ok_or_else(|| {
-            Error::Decode(format!("no decoder registered for msg_type {}", base.msg_type))
+            Error::Decode(format!(
+                "no decoder registered for msg_type {}",
+                base.msg_type
+            ))
         })?;
         decoder(payload)
     }
@@ -120,7 +127,9 @@ mod tests {
         assert!(matches!(registry.decode(&custom), Err(Error::Decode(_))));
         let mut extended = registry.clone();
         extended.register_custom(7777);
-        assert!(matches!(extended.decode(&custom), Ok(MsgBody::Custom(c)) if c.base.msg_type == 7777));
+        assert!(
+            matches!(extended.decode(&custom), Ok(MsgBody::Custom(c)) if c.base.msg_type == 7777)
+        );
     }
 
     proptest::proptest! {

@@ -231,10 +231,13 @@ impl TimetickAligner {
                     timestamp: watermark,
                     ..MsgPosition::default()
                 });
-            let start = state.start.replace(end.clone()).unwrap_or_else(|| MsgPosition {
-                timestamp: begin_ts,
-                ..end.clone()
-            });
+            let start = state
+                .start
+                .replace(end.clone())
+                .unwrap_or_else(|| MsgPosition {
+                    timestamp: begin_ts,
+                    ..end.clone()
+                });
             start_positions.push(start);
             end_positions.push(end);
         }
@@ -317,5 +320,11 @@ fn dedup_key(msg: &TsMsg) -> Option<(i32, i64, u64, u64, i64)> {
         MsgBody::Delete(m) => m.int64_primary_keys.first().copied().unwrap_or_default(),
         _ => return None,
     };
-    Some((msg.msg_type(), msg.id(), msg.begin_ts(), msg.end_ts(), first_row))
+    Some((
+        msg.msg_type(),
+        msg.id(),
+        msg.begin_ts(),
+        msg.end_ts(),
+        first_row,
+    ))
 }

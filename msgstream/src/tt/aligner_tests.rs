@@ -4,8 +4,8 @@
 use proptest::prelude::*;
 
 use super::aligner::{LatePolicy, TimetickAligner};
-use crate::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgPosition, MsgType, TsMsg};
 use crate::mq::MessageId;
+use crate::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgPosition, MsgType, TsMsg};
 
 fn insert(ts: u64, id: i64) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
@@ -45,17 +45,27 @@ fn to_log(channel: &str, entries: &[Entry]) -> Vec<TsMsg> {
 }
 
 /// Drives an aligner over logs from the given cursors until every log is exhausted.
-fn drive(mut aligner: TimetickAligner, logs: &[Vec<TsMsg>], mut cursors: Vec<usize>) -> Vec<MsgPack> {
+fn drive(
+    mut aligner: TimetickAligner,
+    logs: &[Vec<TsMsg>],
+    mut cursors: Vec<usize>,
+) -> Vec<MsgPack> {
     let mut packs = Vec::new();
     loop {
         if let Some(pack) = aligner.pop_pack() {
             packs.push(pack);
             continue;
         }
-        let Some(c) = aligner.next_channel() else { continue };
-        let Some(msg) = logs[c].get(cursors[c]) else { return packs };
+        let Some(c) = aligner.next_channel() else {
+            continue;
+        };
+        let Some(msg) = logs[c].get(cursors[c]) else {
+            return packs;
+        };
         cursors[c] += 1;
-        aligner.push(c, msg.clone()).expect("no late messages on a strict log");
+        aligner
+            .push(c, msg.clone())
+            .expect("no late messages on a strict log");
     }
 }
 
@@ -75,7 +85,13 @@ fn replay_from(positions: &[MsgPosition], logs: &[Vec<TsMsg>]) -> Vec<MsgPack> {
 fn summary(packs: &[MsgPack]) -> Vec<(u64, u64, Vec<u64>)> {
     packs
         .iter()
-        .map(|p| (p.begin_ts, p.end_ts, p.msgs.iter().map(TsMsg::end_ts).collect()))
+        .map(|p| {
+            (
+                p.begin_ts,
+                p.end_ts,
+                p.msgs.iter().map(TsMsg::end_ts).collect(),
+            )
+        })
         .collect()
 }
 
@@ -83,8 +99,18 @@ fn summary(packs: &[MsgPack]) -> Vec<(u64, u64, Vec<u64>)> {
 fn issue_sequence_and_its_replays() {
     use Entry::{Msg, Tick};
     let entries = [
-        Tick(0), Msg(1), Msg(3), Msg(19), Tick(5), Msg(14), Msg(9), Tick(11), Msg(12), Msg(13),
-        Tick(15), Tick(20),
+        Tick(0),
+        Msg(1),
+        Msg(3),
+        Msg(19),
+        Tick(5),
+        Msg(14),
+        Msg(9),
+        Tick(11),
+        Msg(12),
+        Msg(13),
+        Tick(15),
+        Tick(20),
     ];
     let logs = vec![to_log("ch0", &entries)];
     let packs = drive(
@@ -109,7 +135,10 @@ fn issue_sequence_and_its_replays() {
         summary(&replay_from(&packs[2].end_positions, &logs)),
         vec![(15, 20, vec![19])]
     );
-    assert_eq!(summary(&replay_from(&packs[0].start_positions, &logs)), summary(&packs));
+    assert_eq!(
+        summary(&replay_from(&packs[0].start_positions, &logs)),
+        summary(&packs)
+    );
 }
 
 #[test]

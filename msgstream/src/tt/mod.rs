@@ -3,5 +3,7 @@
 mod aligner;
 #[cfg(test)]
 mod aligner_tests;
+mod stream;
 
 pub use aligner::{LatePolicy, TimetickAligner, WatermarkHolder};
+pub use stream::{TtMsgStream, TtStats};

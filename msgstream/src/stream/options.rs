@@ -1,0 +1,32 @@
+//! Options shared by both streams.
+
+use std::sync::Arc;
+
+use crate::msg::DecoderRegistry;
+use crate::retry::RetryPolicy;
+use crate::tt::LatePolicy;
+
+/// How a stream is built.
+#[derive(Debug, Clone)]
+pub struct StreamOptions {
+    /// Capacity of the stream's queues, in messages (per channel for the tt stream). Bounds the
+    /// memory a channel that is ahead can take.
+    pub buffer: usize,
+    /// Retries when creating producers and consumers.
+    pub retry: RetryPolicy,
+    /// Decoders of message kinds; add the application's own kinds here.
+    pub registry: Arc<DecoderRegistry>,
+    /// What the tt stream does with late messages.
+    pub late_policy: LatePolicy,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            buffer: 1024,
+            retry: RetryPolicy::default(),
+            registry: Arc::new(DecoderRegistry::default()),
+            late_policy: LatePolicy::default(),
+        }
+    }
+}

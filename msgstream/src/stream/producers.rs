@@ -1,0 +1,144 @@
+//! The producer side shared by both streams: channels, repacking, produce and broadcast.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use super::repack::{default_repack, RepackFn};
+use crate::mq::{validate_channel_name, Client, MessageId, Producer, ProducerMessage};
+use crate::msg::{MsgPack, TsMsg};
+use crate::retry::RetryPolicy;
+use crate::{trace, Error, Result};
+
+/// Message ids per channel, as returned by `produce_mark` and `broadcast_mark`.
+pub type ChannelIds = HashMap<String, Vec<MessageId>>;
+
+/// Producers on N channels plus the repack function that routes between them.
+#[derive(Default)]
+pub(crate) struct ProducerSet {
+    channels: Vec<String>,
+    producers: Vec<Box<dyn Producer>>,
+    repack: Option<RepackFn>,
+}
+
+impl ProducerSet {
+    /// Adds producers for `channels` (retrying transient failures).
+    pub(crate) async fn add(
+        &mut self,
+        client: &Arc<dyn Client>,
+        retry: &RetryPolicy,
+        channels: &[&str],
+    ) -> Result<()> {
+        for channel in channels {
+            validate_channel_name("channel", channel)?;
+        }
+        for channel in channels {
+            let producer = retry
+                .run("create producer", || client.create_producer(channel))
+                .await?;
+            self.channels.push(channel.to_string());
+            self.producers.push(producer);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn channels(&self) -> &[String] {
+        &self.channels
+    }
+
+    pub(crate) fn set_repack(&mut self, repack: RepackFn) {
+        self.repack = Some(repack);
+    }
+
+    fn check_producers(&self) -> Result<()> {
+        if self.producers.is_empty() {
+            Err(Error::InvalidArgument(
+                "the stream has no producers: call as_producer first".into(),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Routes the pack and writes each channel's share as one batch.
+    pub(crate) async fn produce(&self, pack: &MsgPack) -> Result<ChannelIds> {
+        let cx = opentelemetry::Context::current();
+        self.check_producers()?;
+        let n = self.producers.len();
+        let routed = match &self.repack {
+            Some(repack) => repack(pack.msgs.clone(), n)?,
+            None => default_repack(pack.msgs.clone(), n)?,
+        };
+        if routed.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "repack function returned {} channel lists for {n} channels",
+                routed.len()
+            )));
+        }
+        let span = tracing::info_span!("msgstream.produce", msgs = pack.msgs.len(), channels = n);
+        self.write(routed, &cx).instrument(span).await
+    }
+
+    /// Writes every message of the pack to every channel.
+    pub(crate) async fn broadcast(&self, pack: &MsgPack) -> Result<ChannelIds> {
+        let cx = opentelemetry::Context::current();
+        self.check_producers()?;
+        let routed = vec![pack.msgs.clone(); self.producers.len()];
+        let span = tracing::info_span!(
+            "msgstream.broadcast",
+            msgs = pack.msgs.len(),
+            channels = self.producers.len()
+        );
+        self.write(routed, &cx).instrument(span).await
+    }
+
+    /// Writes each channel's share as one batch, carrying `cx` (the caller's context, captured
+    /// before the first await so a task moving between threads cannot lose it).
+    async fn write(
+        &self,
+        routed: Vec<Vec<TsMsg>>,
+        cx: &opentelemetry::Context,
+    ) -> Result<ChannelIds> {
+        let mut ids = ChannelIds::new();
+        for (producer, msgs) in self.producers.iter().zip(routed) {
+            if msgs.is_empty() {
+                continue;
+            }
+            let batch = msgs.iter().map(|m| to_producer_message(m, cx)).collect();
+            let sent = producer.send_batch(batch).await?;
+            ids.entry(producer.topic().to_string())
+                .or_default()
+                .extend(sent);
+        }
+        Ok(ids)
+    }
+
+    pub(crate) async fn close(&mut self) {
+        for producer in self.producers.drain(..) {
+            producer.close().await;
+        }
+        self.channels.clear();
+    }
+}
+
+/// Encodes a message and attaches the caller's trace context to its properties.
+fn to_producer_message(msg: &TsMsg, cx: &opentelemetry::Context) -> ProducerMessage {
+    let mut properties = msg.properties.clone();
+    trace::inject(cx, &mut properties);
+    ProducerMessage {
+        payload: msg.encode(),
+        properties,
+    }
+}
+
+/// Fails for an empty pack where an id map is expected.
+pub(crate) fn require_messages(pack: &MsgPack, what: &str) -> Result<()> {
+    if pack.msgs.is_empty() {
+        Err(Error::InvalidArgument(format!(
+            "{what} needs a non-empty pack"
+        )))
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,316 @@
+//! One task per subscribed channel that receives, decodes, hands over and acks.
+//!
+//! Both streams use it: the plain stream points every pump at one shared queue, the tt stream
+//! gives each pump its own bounded queue so a channel far ahead is back-pressured. A pump can be
+//! *parked* (stopped, consumer handed back) for seek or latest-id calls and restarted; a message
+//! it held but had not handed over is kept and delivered first on restart, so parking loses
+//! nothing. Each seek bumps the channel's *generation*; queued deliveries of an older generation
+//! are discarded by the reader of the queue.
+//!
+//! Ack policy: a message is acked once it is in the queue for the application. Recovery after a
+//! crash is by stored positions (`seek`), as in Milvus, not by redelivery.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::mq::{Consumer, Message, MessageId};
+use crate::msg::{DecoderRegistry, MsgPosition, TsMsg};
+use crate::{trace, Error, Result};
+
+/// Pause after a receive error, so a broken consumer does not spin.
+const ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// What a pump hands over. Messages move by value through the bounded queue (its slots are
+/// allocated once); boxing them would add an allocation per message.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Event {
+    /// A decoded message, with its position.
+    Msg(TsMsg),
+    /// The consumer reported an error; the pump goes on.
+    Failed(Error),
+    /// The consumer was closed; nothing more will come.
+    Closed,
+}
+
+/// An event tagged with its channel index and that channel's generation.
+#[derive(Debug)]
+pub(crate) struct Delivered {
+    pub(crate) channel: usize,
+    pub(crate) generation: u64,
+    pub(crate) event: Event,
+}
+
+struct Pending {
+    delivered: Delivered,
+    ack: Option<Message>,
+}
+
+struct Parked {
+    consumer: Box<dyn Consumer>,
+    pending: Option<Pending>,
+}
+
+enum SlotState {
+    Running {
+        stop: oneshot::Sender<()>,
+        handle: JoinHandle<Parked>,
+    },
+    Parked(Box<Parked>),
+    Gone,
+}
+
+struct Slot {
+    channel: String,
+    generation: u64,
+    tx: mpsc::Sender<Delivered>,
+    state: SlotState,
+}
+
+/// The pumps of one stream, one per channel, in subscription order.
+pub(crate) struct Pumps {
+    registry: Arc<DecoderRegistry>,
+    slots: Vec<Slot>,
+}
+
+impl Pumps {
+    pub(crate) fn new(registry: Arc<DecoderRegistry>) -> Self {
+        Pumps {
+            registry,
+            slots: Vec::new(),
+        }
+    }
+
+    /// Starts a pump for `consumer`, delivering into `tx`; returns its channel index.
+    pub(crate) fn add(
+        &mut self,
+        consumer: Box<dyn Consumer>,
+        tx: mpsc::Sender<Delivered>,
+    ) -> usize {
+        let index = self.slots.len();
+        self.slots.push(Slot {
+            channel: consumer.topic().to_string(),
+            generation: 0,
+            tx,
+            state: SlotState::Parked(Box::new(Parked {
+                consumer,
+                pending: None,
+            })),
+        });
+        self.start(index);
+        index
+    }
+
+    pub(crate) fn index_of(&self, channel: &str) -> Result<usize> {
+        self.slots
+            .iter()
+            .position(|s| s.channel == channel)
+            .ok_or_else(|| Error::NotSubscribed {
+                channel: channel.to_string(),
+            })
+    }
+
+    /// Whether `delivered` belongs to the current generation of its channel.
+    pub(crate) fn is_current(&self, delivered: &Delivered) -> bool {
+        self.slots
+            .get(delivered.channel)
+            .is_some_and(|s| s.generation == delivered.generation)
+    }
+
+    fn start(&mut self, index: usize) {
+        let registry = self.registry.clone();
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        let SlotState::Parked(parked) = std::mem::replace(&mut slot.state, SlotState::Gone) else {
+            return;
+        };
+        let (stop, stopped) = oneshot::channel();
+        let ctx = PumpContext {
+            channel: index,
+            generation: slot.generation,
+            registry,
+            tx: slot.tx.clone(),
+        };
+        let handle = tokio::spawn(run(*parked, ctx, stopped));
+        slot.state = SlotState::Running { stop, handle };
+    }
+
+    async fn park(&mut self, index: usize) -> Result<&mut Parked> {
+        let slot = self
+            .slots
+            .get_mut(index)
+            .ok_or_else(|| Error::InvalidArgument(format!("channel index {index} out of range")))?;
+        slot.state = match std::mem::replace(&mut slot.state, SlotState::Gone) {
+            SlotState::Running { stop, handle } => {
+                let _ = stop.send(());
+                match handle.await {
+                    Ok(parked) => SlotState::Parked(Box::new(parked)),
+                    Err(e) => {
+                        return Err(Error::backend(
+                            "msgstream",
+                            format!("consumer task of {:?} failed: {e}", slot.channel),
+                        ))
+                    }
+                }
+            }
+            other => other,
+        };
+        match &mut slot.state {
+            SlotState::Parked(parked) => Ok(parked),
+            _ => Err(Error::Closed("channel consumer")),
+        }
+    }
+
+    /// Seeks one channel's consumer and restarts it; deliveries queued before are discarded.
+    pub(crate) async fn seek(
+        &mut self,
+        index: usize,
+        id: &MessageId,
+        inclusive: bool,
+    ) -> Result<()> {
+        let parked = self.park(index).await?;
+        parked.pending = None;
+        let result = parked.consumer.seek(id, inclusive).await;
+        if let Some(slot) = self.slots.get_mut(index) {
+            slot.generation += 1;
+        }
+        self.start(index);
+        result
+    }
+
+    /// The newest id of one channel, asked of its consumer.
+    pub(crate) async fn latest_message_id(&mut self, index: usize) -> Result<Option<MessageId>> {
+        let parked = self.park(index).await?;
+        let result = parked.consumer.latest_message_id().await;
+        self.start(index);
+        result
+    }
+
+    /// Stops every pump and closes every consumer.
+    pub(crate) async fn close(&mut self) {
+        for index in 0..self.slots.len() {
+            if let Ok(parked) = self.park(index).await {
+                parked.consumer.close().await;
+            }
+            if let Some(slot) = self.slots.get_mut(index) {
+                slot.state = SlotState::Gone;
+            }
+        }
+    }
+}
+
+struct PumpContext {
+    channel: usize,
+    generation: u64,
+    registry: Arc<DecoderRegistry>,
+    tx: mpsc::Sender<Delivered>,
+}
+
+impl PumpContext {
+    fn delivered(&self, event: Event) -> Delivered {
+        Delivered {
+            channel: self.channel,
+            generation: self.generation,
+            event,
+        }
+    }
+
+    /// Decodes a message; garbage is logged and acked away (`None`), the stream goes on.
+    fn decode(&self, consumer: &dyn Consumer, msg: &Message) -> Option<TsMsg> {
+        match self.registry.decode(&msg.payload) {
+            Ok(body) => {
+                trace::record_consume(&msg.properties, &msg.topic);
+                let mut ts = TsMsg::new(body);
+                ts.position = Some(MsgPosition {
+                    channel_name: msg.topic.clone(),
+                    msg_id: msg.id.to_bytes().to_vec(),
+                    msg_group: consumer.subscription().to_string(),
+                    timestamp: ts.end_ts(),
+                });
+                ts.properties = msg.properties.clone();
+                Some(ts)
+            }
+            Err(error) => {
+                tracing::error!(channel = %msg.topic, id = ?msg.id, %error, "skipping undecodable message");
+                None
+            }
+        }
+    }
+}
+
+async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<()>) -> Parked {
+    loop {
+        let pending = match parked.pending.take() {
+            Some(pending) => pending,
+            None => {
+                let received = tokio::select! {
+                    biased;
+                    _ = &mut stop => return parked,
+                    received = parked.consumer.recv() => received,
+                };
+                match received {
+                    Ok(Some(msg)) => {
+                        let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
+                        let _entered = span.enter();
+                        match ctx.decode(parked.consumer.as_ref(), &msg) {
+                            Some(ts) => Pending {
+                                delivered: ctx.delivered(Event::Msg(ts)),
+                                ack: Some(msg),
+                            },
+                            None => {
+                                ack(parked.consumer.as_ref(), &msg).await;
+                                continue;
+                            }
+                        }
+                    }
+                    Ok(None) => Pending {
+                        delivered: ctx.delivered(Event::Closed),
+                        ack: None,
+                    },
+                    Err(error) => Pending {
+                        delivered: ctx.delivered(Event::Failed(error)),
+                        ack: None,
+                    },
+                }
+            }
+        };
+        let terminal = matches!(pending.delivered.event, Event::Closed);
+        let failed = matches!(pending.delivered.event, Event::Failed(_));
+        tokio::select! {
+            biased;
+            _ = &mut stop => {
+                parked.pending = Some(pending);
+                return parked;
+            }
+            permit = ctx.tx.reserve() => match permit {
+                Ok(permit) => {
+                    permit.send(pending.delivered);
+                    if let Some(msg) = &pending.ack {
+                        ack(parked.consumer.as_ref(), msg).await;
+                    }
+                }
+                Err(_) => return parked,
+            },
+        }
+        if terminal {
+            let _ = stop.await;
+            return parked;
+        }
+        if failed {
+            tokio::select! {
+                _ = &mut stop => return parked,
+                _ = tokio::time::sleep(ERROR_BACKOFF) => {}
+            }
+        }
+    }
+}
+
+async fn ack(consumer: &dyn Consumer, msg: &Message) {
+    if let Err(error) = consumer.ack(msg).await {
+        tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "ack failed");
+    }
+}

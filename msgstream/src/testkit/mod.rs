@@ -1,0 +1,134 @@
+//! The backend-independent contract suite (feature `testkit`).
+//!
+//! Every check is an `async fn(Arc<dyn Client>)` that panics on a broken promise, written once
+//! and run against every backend (the iggy idea): the in-memory backend in this crate's tests,
+//! each real backend in its own crate, and all of them in the facade's conformance suite. A
+//! backend joins with [`contract_tests!`](crate::contract_tests):
+//!
+//! ```text
+//! async fn harness() -> msgstream::testkit::Harness { /* start or open the backend */ }
+//! msgstream::contract_tests!(harness);
+//! ```
+//! Checks create their own uniquely named channels, wait with timeouts rather than sleeps, and
+//! assert `Error::Unsupported` for every capability the backend says it lacks.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod mq_checks;
+mod stream_checks;
+mod tt_checks;
+
+use std::any::Any;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use mq_checks::*;
+pub use stream_checks::*;
+pub use tt_checks::*;
+
+use crate::mq::Client;
+use crate::msg::{InsertRequest, MsgBase, MsgBody, MsgType, TsMsg};
+
+/// A backend under test: its client plus whatever must live as long as it (temp dirs, servers).
+pub struct Harness {
+    client: Arc<dyn Client>,
+    _keep: Box<dyn Any + Send + Sync>,
+}
+
+impl Harness {
+    /// A harness keeping `keep` alive until it is dropped.
+    pub fn new(client: Arc<dyn Client>, keep: impl Any + Send + Sync) -> Self {
+        Harness {
+            client,
+            _keep: Box::new(keep),
+        }
+    }
+
+    /// The client under test.
+    pub fn client(&self) -> Arc<dyn Client> {
+        self.client.clone()
+    }
+}
+
+/// How long any single wait in a check may take before the check fails.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Awaits `fut`, failing the check with `what` if it takes longer than [`WAIT`].
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(WAIT, fut).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {WAIT:?} waiting for {what}"),
+    }
+}
+
+/// A channel name no other check (or earlier run against a shared broker) uses.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{}-{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A one-row insert at `ts` with producer id `id` and hash key `key`.
+pub fn insert(id: i64, ts: u64, key: u32) -> TsMsg {
+    TsMsg::new(MsgBody::Insert(InsertRequest {
+        base: Some(MsgBase::new(MsgType::Insert as i32, id, ts)),
+        timestamps: vec![ts],
+        row_ids: vec![id],
+        num_rows: 1,
+        ..Default::default()
+    }))
+    .with_hash_keys(vec![key])
+}
+
+/// The row id of a one-row insert (or the header id of anything else).
+pub fn row_id(msg: &TsMsg) -> i64 {
+    match &msg.body {
+        MsgBody::Insert(m) => m.row_ids.first().copied().unwrap_or(-1),
+        _ => msg.id(),
+    }
+}
+
+/// Expands to one `#[tokio::test]` per contract check, each on a fresh harness from `$harness`
+/// (an `async fn() -> Harness`). The calling crate needs `tokio` (with `macros`, `rt-multi-thread`).
+#[macro_export]
+macro_rules! contract_tests {
+    ($harness:path) => {
+        $crate::contract_tests!(@each $harness;
+            produce_consume_in_order,
+            ack_and_redelivery,
+            earliest_and_latest,
+            seek_inclusive_and_exclusive,
+            readers,
+            latest_message_id,
+            bad_inputs,
+            plain_stream_two_channels,
+            marks_and_broadcast,
+            plain_seek_to_stored_position,
+            plain_latest_subscription,
+            stream_bad_inputs,
+            trace_context_round_trip,
+            tt_issue_sequence_and_replays,
+            tt_different_tick_timestamps,
+            tt_three_channels_aligned,
+            tt_replay_determinism,
+            tt_skips_garbage,
+        );
+    };
+    (@each $harness:path; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let harness = $harness().await;
+                $crate::testkit::$check(harness.client()).await;
+            }
+        )*
+    };
+}
