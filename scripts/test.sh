@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cargo test --workspace --examples --tests --lib --bins 2>&1
-cargo test --workspace --doc 2>&1
+cargo build --workspace --examples
+cargo test --workspace --doc
+cargo test --workspace --lib --bins --tests
