@@ -1,4 +1,27 @@
-//! msgstream facade: wires the backends by configuration.
+//! # msgstream facade
 //!
-//! The core API lives in the [`msgstream`] crate and is re-exported here.
-pub use msgstream::*;
+//! Wires a backend by configuration ([`Config`] → [`Factory`]) and re-exports the core crate,
+//! so an application depends on this one crate and picks its broker in a TOML file:
+//!
+//! ```no_run
+//! # async fn run() -> msgstream_facade::Result<()> {
+//! use msgstream_facade::{Config, Factory};
+//! let factory = Factory::new(&Config::load(None)?).await?;
+//! let mut stream = factory.tt_msg_stream();
+//! # Ok(()) }
+//! ```
+//!
+//! Each backend is a cargo feature (all on by default): `rocksmq`. The in-memory backend is
+//! always there.
+#![deny(clippy::unwrap_used)]
+#![warn(missing_docs)]
+
+pub mod config;
+mod error;
+pub mod factory;
+pub mod positions;
+
+pub use config::{BackendKind, Config};
+pub use error::{Error, Result};
+pub use factory::Factory;
+pub use msgstream;

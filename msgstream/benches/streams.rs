@@ -34,12 +34,20 @@ fn insert(row: i64, ts: u64, key: u32) -> TsMsg {
 }
 
 fn pack(msgs: Vec<TsMsg>) -> MsgPack {
-    MsgPack { msgs, ..MsgPack::default() }
+    MsgPack {
+        msgs,
+        ..MsgPack::default()
+    }
 }
 
 /// Produces `per_channel` inserts on each of `channels` with
 /// a tick every `TICK_EVERY` rounds (only channel `only` when given); returns the number of data messages written.
-async fn produce(client: &Arc<dyn Client>, channels: &[String], per_channel: u64, only: Option<usize>) -> u64 {
+async fn produce(
+    client: &Arc<dyn Client>,
+    channels: &[String],
+    per_channel: u64,
+    only: Option<usize>,
+) -> u64 {
     let mut out = MsgStream::new(client.clone(), StreamOptions::default());
     let names: Vec<&str> = channels.iter().map(String::as_str).collect();
     out.as_producer(&names).await.unwrap();
@@ -82,7 +90,10 @@ async fn plain_run(channels: usize, per_channel: u64) -> f64 {
     let refs: Vec<&str> = chans.iter().map(String::as_str).collect();
     let start = Instant::now();
     let mut stream = MsgStream::new(client.clone(), StreamOptions::default());
-    stream.as_consumer(&refs, "bench", InitialPosition::Earliest).await.unwrap();
+    stream
+        .as_consumer(&refs, "bench", InitialPosition::Earliest)
+        .await
+        .unwrap();
     let mut seen = 0;
     while seen < data {
         let pack = stream.next_pack().await.unwrap().unwrap();
@@ -100,7 +111,10 @@ async fn tt_run(channels: usize, per_channel: u64) -> f64 {
     let refs: Vec<&str> = chans.iter().map(String::as_str).collect();
     let start = Instant::now();
     let mut stream = TtMsgStream::new(client.clone(), StreamOptions::default());
-    stream.as_consumer(&refs, "bench", InitialPosition::Earliest).await.unwrap();
+    stream
+        .as_consumer(&refs, "bench", InitialPosition::Earliest)
+        .await
+        .unwrap();
     let mut seen = 0;
     while seen < data {
         seen += stream.next_pack().await.unwrap().unwrap().msgs.len() as u64;
@@ -120,7 +134,10 @@ async fn lag_run(channels: usize, per_channel: u64) -> (usize, u64) {
     }
     let refs: Vec<&str> = chans.iter().map(String::as_str).collect();
     let mut stream = TtMsgStream::new(client.clone(), StreamOptions::default());
-    stream.as_consumer(&refs, "bench", InitialPosition::Earliest).await.unwrap();
+    stream
+        .as_consumer(&refs, "bench", InitialPosition::Earliest)
+        .await
+        .unwrap();
     let lagging = {
         let client = client.clone();
         let chans = chans.clone();
@@ -144,7 +161,11 @@ fn median(mut xs: Vec<f64>) -> f64 {
 
 fn main() {
     let quick = std::env::var("MSGSTREAM_BENCH_QUICK").is_ok_and(|v| v != "0");
-    let (total, repeats) = if quick { (64_000u64, 3) } else { (256_000u64, 5) };
+    let (total, repeats) = if quick {
+        (64_000u64, 3)
+    } else {
+        (256_000u64, 5)
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -153,7 +174,10 @@ fn main() {
     let started = Instant::now();
     let mut lines = Vec::new();
     println!("msgstream streams bench: in-memory backend, {total} data msgs per run, median of {repeats} runs");
-    println!("{:>8} {:>16} {:>16} {:>7} {:>14} {:>12}", "channels", "plain msgs/s", "tt msgs/s", "ratio", "peak_buffered", "lag-run msgs");
+    println!(
+        "{:>8} {:>16} {:>16} {:>7} {:>14} {:>12}",
+        "channels", "plain msgs/s", "tt msgs/s", "ratio", "peak_buffered", "lag-run msgs"
+    );
     for channels in [1usize, 16, 64] {
         let per_channel = (total / channels as u64).max(TICK_EVERY);
         let mut plain = Vec::new();
@@ -165,7 +189,10 @@ fn main() {
         }
         let (plain, tt) = (median(plain), median(tt));
         let (peak, lag_total) = runtime.block_on(lag_run(channels, per_channel));
-        println!("{channels:>8} {plain:>16.0} {tt:>16.0} {:>7.3} {peak:>14} {lag_total:>12}", tt / plain);
+        println!(
+            "{channels:>8} {plain:>16.0} {tt:>16.0} {:>7.3} {peak:>14} {lag_total:>12}",
+            tt / plain
+        );
         lines.push(format!(
             "channels={channels} plain_msgs_per_s={plain:.0} tt_msgs_per_s={tt:.0} ratio={:.3} peak_buffered={peak}",
             tt / plain

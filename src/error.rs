@@ -1,0 +1,42 @@
+//! The facade's error type.
+
+use std::path::PathBuf;
+
+/// Failures of configuration, wiring and the command-line tool.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration is invalid; `origin` names the file and environment overrides.
+    #[error("config {origin}: {message}")]
+    Config {
+        /// Where the configuration came from.
+        origin: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// The configured backend was not compiled into this build.
+    #[error("backend {0:?} is not compiled in: enable the cargo feature of the same name")]
+    BackendNotCompiled(&'static str),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// A positions file could not be parsed.
+    #[error("positions file {path}: {message}")]
+    Positions {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A stream or backend failure.
+    #[error(transparent)]
+    Stream(#[from] msgstream::Error),
+}
+
+/// Result alias of the facade.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

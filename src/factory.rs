@@ -1,0 +1,101 @@
+//! `Factory`: a configured backend, and the streams over it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use msgstream::mq::Client;
+use msgstream::retry::RetryPolicy;
+use msgstream::stream::{MsgStream, StreamOptions};
+use msgstream::tt::TtMsgStream;
+
+use crate::config::{BackendKind, Config};
+use crate::{Error, Result};
+
+/// Creates `MsgStream`s and `TtMsgStream`s over the backend a [`Config`] names. Application code
+/// written against a factory does not change when the backend does.
+pub struct Factory {
+    backend: BackendKind,
+    client: Arc<dyn Client>,
+    options: StreamOptions,
+}
+
+impl Factory {
+    /// Opens (or connects to) the configured backend.
+    pub async fn new(config: &Config) -> Result<Factory> {
+        let client = open_client(config).await?;
+        let options = StreamOptions {
+            buffer: config.stream.buffer.max(1),
+            retry: RetryPolicy {
+                attempts: config.stream.retry_attempts.max(1),
+                ..RetryPolicy::default()
+            },
+            ..StreamOptions::default()
+        };
+        Ok(Factory {
+            backend: config.backend,
+            client,
+            options,
+        })
+    }
+
+    /// Which backend this factory wires.
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+
+    /// The mq-layer client, for what the streams do not cover (listing topics, raw producers).
+    pub fn client(&self) -> Arc<dyn Client> {
+        self.client.clone()
+    }
+
+    /// The stream options every stream of this factory gets.
+    pub fn stream_options(&self) -> &StreamOptions {
+        &self.options
+    }
+
+    /// A plain message stream.
+    pub fn msg_stream(&self) -> MsgStream {
+        MsgStream::new(self.client.clone(), self.options.clone())
+    }
+
+    /// A timetick-aligned stream.
+    pub fn tt_msg_stream(&self) -> TtMsgStream {
+        TtMsgStream::new(self.client.clone(), self.options.clone())
+    }
+
+    /// Closes the backend client (streams made by this factory stop with it).
+    pub async fn close(&self) {
+        self.client.close().await;
+    }
+}
+
+async fn open_client(config: &Config) -> Result<Arc<dyn Client>> {
+    match config.backend {
+        BackendKind::Memory => Ok(Arc::new(msgstream::mem::MemoryClient::new())),
+        BackendKind::Rocksmq => open_rocksmq(config),
+    }
+}
+
+#[cfg(feature = "rocksmq")]
+fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
+    use crate::config::SyncMode;
+    use msgstream_rocksmq::{Durability, RocksmqClient, RocksmqOptions};
+
+    let section = &config.rocksmq;
+    let mut options = RocksmqOptions::new(&section.path);
+    options.retention = Duration::from_secs(section.retention_minutes.saturating_mul(60));
+    options.retention_size_bytes = section.retention_size_mb.saturating_mul(1 << 20);
+    options.page_size_bytes = section.page_size_mb.max(1).saturating_mul(1 << 20);
+    options.sync = match section.sync {
+        SyncMode::Buffered => Durability::Buffered,
+        SyncMode::SyncData => Durability::SyncData,
+        SyncMode::SyncAll => Durability::SyncAll,
+    };
+    Ok(Arc::new(RocksmqClient::open(options)?))
+}
+
+#[cfg(not(feature = "rocksmq"))]
+fn open_rocksmq(_config: &Config) -> Result<Arc<dyn Client>> {
+    let _ = Duration::ZERO;
+    Err(Error::BackendNotCompiled("rocksmq"))
+}

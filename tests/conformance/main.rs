@@ -1,0 +1,10 @@
+//! The cross-backend conformance suite: one test binary, the same contract checks against every
+//! backend the build has, plus the facade's own promises (config, CLI, README's capability
+//! table).
+//!
+//! A backend joins with one harness function in `harness.rs` and one line in `backends.rs`.
+
+mod backends;
+mod capabilities;
+mod cli;
+mod harness;
