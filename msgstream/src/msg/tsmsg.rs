@@ -92,17 +92,25 @@ impl TsMsg {
         self
     }
 
-    /// The header (a default one when the body has none).
-    pub fn base(&self) -> MsgBase {
-        let base = match &self.body {
+    /// The header, if the body has one.
+    pub fn header(&self) -> Option<&MsgBase> {
+        match &self.body {
             MsgBody::Insert(m) => m.base.as_ref(),
             MsgBody::Delete(m) => m.base.as_ref(),
             MsgBody::TimeTick(m) => m.base.as_ref(),
             MsgBody::CreateCollection(m) => m.base.as_ref(),
             MsgBody::DropCollection(m) => m.base.as_ref(),
             MsgBody::Custom(m) => Some(&m.base),
-        };
-        base.cloned().unwrap_or_default()
+        }
+    }
+
+    /// A copy of the header (a default one when the body has none).
+    pub fn base(&self) -> MsgBase {
+        self.header().cloned().unwrap_or_default()
+    }
+
+    fn header_timestamp(&self) -> u64 {
+        self.header().map_or(0, |b| b.timestamp)
     }
 
     /// The kind, as the raw `msg_type` value.
@@ -124,21 +132,21 @@ impl TsMsg {
 
     /// Producer-assigned id from the header.
     pub fn id(&self) -> i64 {
-        self.base().msg_id
+        self.header().map_or(0, |b| b.msg_id)
     }
 
     /// Earliest timestamp: min of the row timestamps for Insert/Delete, else the header's.
     pub fn begin_ts(&self) -> u64 {
         self.row_timestamps()
             .and_then(|ts| ts.iter().copied().min())
-            .unwrap_or_else(|| self.base().timestamp)
+            .unwrap_or_else(|| self.header_timestamp())
     }
 
     /// Latest timestamp: max of the row timestamps for Insert/Delete, else the header's.
     pub fn end_ts(&self) -> u64 {
         self.row_timestamps()
             .and_then(|ts| ts.iter().copied().max())
-            .unwrap_or_else(|| self.base().timestamp)
+            .unwrap_or_else(|| self.header_timestamp())
     }
 
     fn row_timestamps(&self) -> Option<&[u64]> {

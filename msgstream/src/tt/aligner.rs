@@ -16,7 +16,7 @@
 //!   message with `end_ts ≤ watermark`, channel by channel in subscription order, each channel in
 //!   arrival order. Duplicate Insert/Delete deliveries of one channel inside one pack are
 //!   dropped.
-//! - **Positions**: per channel, the first message still buffered, else the last message read,
+//! - **Positions**: per channel, the first message still buffered, else the last tick read,
 //!   with `timestamp = end_ts`. Resuming there inclusively and dropping everything at or below the
 //!   timestamp reproduces the following packs exactly.
 //! - A message at or below an emitted `end_ts` (only on reordering backends) is **late**: counted,
@@ -56,7 +56,7 @@ struct ChannelState {
     last_tick: Option<u64>,
     /// Messages at or below this are dropped silently (they were emitted before a seek).
     floor: Option<u64>,
-    last_read: Option<MsgPosition>,
+    last_tick_read: Option<MsgPosition>,
     start: Option<MsgPosition>,
     buffered: VecDeque<TsMsg>,
 }
@@ -81,7 +81,7 @@ impl TimetickAligner {
                 name,
                 last_tick: None,
                 floor: None,
-                last_read: None,
+                last_tick_read: None,
                 start: None,
                 buffered: VecDeque::new(),
             })
@@ -154,21 +154,26 @@ impl TimetickAligner {
         let state = self.channels.get_mut(channel).ok_or_else(|| {
             Error::InvalidArgument(format!("channel index {channel} out of range"))
         })?;
-        let position = msg.position.clone().ok_or_else(|| {
-            Error::InvalidArgument("a message pushed to the aligner has no position".into())
-        })?;
+        if msg.position.is_none() {
+            return Err(Error::InvalidArgument(
+                "a message pushed to the aligner has no position".into(),
+            ));
+        }
         if state.start.is_none() {
-            state.start = Some(MsgPosition {
+            state.start = msg.position.clone().map(|p| MsgPosition {
                 timestamp: last_end,
-                ..position.clone()
+                ..p
             });
         }
-        state.last_read = Some(position);
         if msg.is_time_tick() {
             let tick = msg.end_ts();
             if state.last_tick.is_none_or(|t| tick > t) {
                 state.last_tick = Some(tick);
             }
+            // Reading stops right after a tick that lifts a channel above the last end, so when
+            // a pack is cut the last item read on every channel is a tick: its position is the
+            // fallback resume point, and only ticks need to be remembered (no clone per message).
+            state.last_tick_read = msg.position;
             return Ok(());
         }
         let ts = msg.end_ts();
@@ -220,7 +225,7 @@ impl TimetickAligner {
                 .buffered
                 .front()
                 .and_then(|m| m.position.clone())
-                .or_else(|| state.last_read.clone())
+                .or_else(|| state.last_tick_read.clone())
                 .or_else(|| state.start.clone())
                 .map(|p| MsgPosition {
                     timestamp: watermark,
@@ -261,7 +266,7 @@ impl TimetickAligner {
                     .buffered
                     .front()
                     .and_then(|m| m.position.clone())
-                    .or_else(|| state.last_read.clone())
+                    .or_else(|| state.last_tick_read.clone())
                     .or_else(|| state.start.clone())
                     .unwrap_or_else(|| MsgPosition {
                         channel_name: state.name.clone(),
