@@ -188,3 +188,45 @@ fn produce_consume_positions_topics_groups() {
         "{out}"
     );
 }
+
+#[test]
+fn ctrl_c_stops_consume_cleanly_and_saves_positions() {
+    if !cfg!(feature = "rocksmq") {
+        return; // Needs a backend that keeps data between processes.
+    }
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let env = [("MSGSTREAM_ROCKSMQ__PATH", db.to_str().expect("utf-8 path"))];
+    let out = msgstream(&["produce", "--channels", "k0", "--count", "30", "--tick-every", "10"], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let saved = dir.path().join("saved.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_msgstream"))
+        .args(["consume", "--channels", "k0", "--tt", "--save-positions"])
+        .arg(&saved)
+        .env("MSGSTREAM_ROCKSMQ__PATH", &db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn consume");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    // Wait (on output, not on time) until the consumer has delivered every pack.
+    let mut packs = 0;
+    while packs < 4 {
+        let line = lines.next().expect("consumer output").expect("utf-8");
+        if line.starts_with("pack ") {
+            packs += 1;
+        }
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let output = child.wait_with_output().expect("wait");
+    assert!(output.status.success(), "exit after Ctrl-C: {:?} {}", output.status, stderr(&output));
+    let positions = msgstream_facade::positions::load(&saved).expect("positions saved on Ctrl-C");
+    assert_eq!(positions.len(), 1);
+    assert_eq!(positions[0].timestamp, 34, "end of the last pack (final tick)");
+}

@@ -58,14 +58,32 @@ fn config(cli: &Cli) -> Result<Config> {
 async fn run(cli: Cli) -> Result<ExitCode> {
     let config = config(&cli)?;
     let factory = Factory::new(&config).await?;
-    let result = match cli.command {
-        Command::Demo(args) => demo::run(&factory, args).await,
-        Command::Produce(args) => commands::produce(&factory, args).await,
-        Command::Consume(args) => commands::consume(&factory, args).await,
-        Command::Positions(cmd) => commands::positions(&factory, cmd).await,
-        Command::Topics => commands::topics(&factory).await,
-        Command::Groups(args) => commands::groups(&factory, args).await,
-        Command::Bench(args) => bench::run(&factory, args).await,
+    let handles_ctrl_c = matches!(cli.command, Command::Consume(_));
+    let command = async {
+        match cli.command {
+            Command::Demo(args) => demo::run(&factory, args).await,
+            Command::Produce(args) => commands::produce(&factory, args).await,
+            Command::Consume(args) => commands::consume(&factory, args).await,
+            Command::Positions(cmd) => commands::positions(&factory, cmd).await,
+            Command::Topics => commands::topics(&factory).await,
+            Command::Groups(args) => commands::groups(&factory, args).await,
+            Command::Bench(args) => bench::run(&factory, args).await,
+        }
+    };
+    // `consume` handles Ctrl-C itself (it saves positions first). Elsewhere Ctrl-C drops the
+    // command between two backend calls: every write and ack already acknowledged is durable,
+    // and the client is closed below as on any other exit.
+    let interrupted = async {
+        if handles_ctrl_c || tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let result = tokio::select! {
+        result = command => result,
+        () = interrupted => {
+            eprintln!("interrupted");
+            Ok(ExitCode::from(130))
+        }
     };
     factory.close().await;
     result
