@@ -59,5 +59,8 @@ async fn readme_capability_table_matches_capabilities() {
             checked += 1;
         }
     }
-    assert_eq!(checked, expected_cells, "every row checked for every backend");
+    assert_eq!(
+        checked, expected_cells,
+        "every row checked for every backend"
+    );
 }

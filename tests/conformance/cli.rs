@@ -198,7 +198,18 @@ fn ctrl_c_stops_consume_cleanly_and_saves_positions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     let env = [("MSGSTREAM_ROCKSMQ__PATH", db.to_str().expect("utf-8 path"))];
-    let out = msgstream(&["produce", "--channels", "k0", "--count", "30", "--tick-every", "10"], &env);
+    let out = msgstream(
+        &[
+            "produce",
+            "--channels",
+            "k0",
+            "--count",
+            "30",
+            "--tick-every",
+            "10",
+        ],
+        &env,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let saved = dir.path().join("saved.json");
     let mut child = Command::new(env!("CARGO_BIN_EXE_msgstream"))
@@ -225,8 +236,16 @@ fn ctrl_c_stops_consume_cleanly_and_saves_positions() {
         .expect("kill");
     assert!(status.success());
     let output = child.wait_with_output().expect("wait");
-    assert!(output.status.success(), "exit after Ctrl-C: {:?} {}", output.status, stderr(&output));
+    assert!(
+        output.status.success(),
+        "exit after Ctrl-C: {:?} {}",
+        output.status,
+        stderr(&output)
+    );
     let positions = msgstream_facade::positions::load(&saved).expect("positions saved on Ctrl-C");
     assert_eq!(positions.len(), 1);
-    assert_eq!(positions[0].timestamp, 34, "end of the last pack (final tick)");
+    assert_eq!(
+        positions[0].timestamp, 34,
+        "end of the last pack (final tick)"
+    );
 }

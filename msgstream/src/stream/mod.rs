@@ -8,7 +8,7 @@ mod repack;
 
 pub use options::StreamOptions;
 pub use plain::MsgStream;
-pub use producers::ChannelIds;
+pub use producers::{ChannelIds, Produce, Producers};
 pub use repack::{default_repack, RepackFn};
 
 use crate::mq::{Client, MessageId};

@@ -7,9 +7,8 @@ use futures::Stream;
 use tokio::sync::mpsc;
 
 use super::options::StreamOptions;
-use super::producers::{require_messages, ChannelIds, ProducerSet};
+use super::producers::{Produce, Producers};
 use super::pump::{Event, Pumps};
-use super::repack::RepackFn;
 use super::resolve_position;
 use crate::mq::{
     validate_channel_name, Client, ConsumerOptions, InitialPosition, MessageId, Reader,
@@ -25,8 +24,8 @@ struct ConsumerSide {
     open: usize,
 }
 
-/// A message stream over one backend (Milvus's `MsgStream`): produce with repacking, broadcast,
-/// marks, consumption as packs of one message, seek, readers.
+/// A message stream over one backend (Milvus's `MsgStream`): produce with repacking, broadcast
+/// and marks (through [`Produce`]), consumption as packs of one message, seek, readers.
 ///
 /// Per-channel order is the backend's; messages of different channels interleave as they come.
 /// Each delivered pack carries the message's position as both start and end position; storing
@@ -34,7 +33,7 @@ struct ConsumerSide {
 pub struct MsgStream {
     client: Arc<dyn Client>,
     options: StreamOptions,
-    producers: ProducerSet,
+    producers: Producers,
     consumers: Option<ConsumerSide>,
     readers: HashMap<String, Box<dyn Reader>>,
 }
@@ -43,9 +42,9 @@ impl MsgStream {
     /// A stream with no producers or consumers yet.
     pub fn new(client: Arc<dyn Client>, options: StreamOptions) -> Self {
         MsgStream {
+            producers: Producers::new(client.clone(), options.retry),
             client,
             options,
-            producers: ProducerSet::default(),
             consumers: None,
             readers: HashMap::new(),
         }
@@ -54,45 +53,6 @@ impl MsgStream {
     /// The client this stream uses.
     pub fn client(&self) -> &Arc<dyn Client> {
         &self.client
-    }
-
-    /// Adds producers on `channels` (creation retries transient failures).
-    pub async fn as_producer(&mut self, channels: &[&str]) -> Result<()> {
-        self.producers
-            .add(&self.client, &self.options.retry, channels)
-            .await
-    }
-
-    /// Producer channels, in order; `produce` routes by index into this list.
-    pub fn producer_channels(&self) -> &[String] {
-        self.producers.channels()
-    }
-
-    /// Replaces the default repack rules.
-    pub fn set_repack_func(&mut self, repack: RepackFn) {
-        self.producers.set_repack(repack);
-    }
-
-    /// Routes each message by its hash keys and writes it. An empty pack writes nothing.
-    pub async fn produce(&self, pack: &MsgPack) -> Result<()> {
-        self.producers.produce(pack).await.map(drop)
-    }
-
-    /// Like [`MsgStream::produce`], returning the ids written per channel.
-    pub async fn produce_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
-        require_messages(pack, "produce_mark")?;
-        self.producers.produce(pack).await
-    }
-
-    /// Writes every message to every producer channel.
-    pub async fn broadcast(&self, pack: &MsgPack) -> Result<()> {
-        self.producers.broadcast(pack).await.map(drop)
-    }
-
-    /// Like [`MsgStream::broadcast`], returning the ids written per channel.
-    pub async fn broadcast_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
-        require_messages(pack, "broadcast_mark")?;
-        self.producers.broadcast(pack).await
     }
 
     /// Subscribes `subscription` on `channels`, a new subscription starting at `position`.
@@ -271,6 +231,16 @@ impl MsgStream {
         for (_, mut reader) in self.readers.drain() {
             reader.close().await;
         }
+    }
+}
+
+impl Produce for MsgStream {
+    fn producers(&self) -> &Producers {
+        &self.producers
+    }
+
+    fn producers_mut(&mut self) -> &mut Producers {
+        &mut self.producers
     }
 }
 

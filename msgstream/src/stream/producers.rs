@@ -14,27 +14,36 @@ use crate::{trace, Error, Result};
 /// Message ids per channel, as returned by `produce_mark` and `broadcast_mark`.
 pub type ChannelIds = HashMap<String, Vec<MessageId>>;
 
-/// Producers on N channels plus the repack function that routes between them.
-#[derive(Default)]
-pub(crate) struct ProducerSet {
+/// The producer side of a stream: producers on N channels plus the repack function that routes
+/// between them. Opaque; used through [`Produce`].
+pub struct Producers {
+    client: Arc<dyn Client>,
+    retry: RetryPolicy,
     channels: Vec<String>,
     producers: Vec<Box<dyn Producer>>,
     repack: Option<RepackFn>,
 }
 
-impl ProducerSet {
+impl Producers {
+    pub(crate) fn new(client: Arc<dyn Client>, retry: RetryPolicy) -> Self {
+        Producers {
+            client,
+            retry,
+            channels: Vec::new(),
+            producers: Vec::new(),
+            repack: None,
+        }
+    }
+
     /// Adds producers for `channels` (retrying transient failures).
-    pub(crate) async fn add(
-        &mut self,
-        client: &Arc<dyn Client>,
-        retry: &RetryPolicy,
-        channels: &[&str],
-    ) -> Result<()> {
+    pub(crate) async fn add(&mut self, channels: &[&str]) -> Result<()> {
         for channel in channels {
             validate_channel_name("channel", channel)?;
         }
         for channel in channels {
-            let producer = retry
+            let client = &self.client;
+            let producer = self
+                .retry
                 .run("create producer", || client.create_producer(channel))
                 .await?;
             self.channels.push(channel.to_string());
@@ -133,12 +142,68 @@ fn to_producer_message(msg: &TsMsg, cx: &opentelemetry::Context) -> ProducerMess
 }
 
 /// Fails for an empty pack where an id map is expected.
-pub(crate) fn require_messages(pack: &MsgPack, what: &str) -> Result<()> {
+fn require_messages(pack: &MsgPack, what: &str) -> Result<()> {
     if pack.msgs.is_empty() {
         Err(Error::InvalidArgument(format!(
             "{what} needs a non-empty pack"
         )))
     } else {
         Ok(())
+    }
+}
+
+/// Producing on a stream (Milvus's producer half of `MsgStream`), the same for
+/// [`super::MsgStream`] and [`crate::tt::TtMsgStream`]: bring it into scope with
+/// `use msgstream::stream::Produce`.
+///
+/// Every produced message carries the caller's OpenTelemetry context in its `traceparent`
+/// property. A produce call returns once the backend acknowledged every message of it; on an
+/// error, messages of channels written before the failing one stay written.
+#[allow(async_fn_in_trait)]
+pub trait Produce {
+    /// The stream's producer side.
+    fn producers(&self) -> &Producers;
+
+    /// The stream's producer side, mutably.
+    fn producers_mut(&mut self) -> &mut Producers;
+
+    /// Adds producers on `channels` (creation retries transient failures).
+    async fn as_producer(&mut self, channels: &[&str]) -> Result<()> {
+        self.producers_mut().add(channels).await
+    }
+
+    /// Producer channels, in order; routing indexes into this list.
+    fn producer_channels(&self) -> &[String] {
+        self.producers().channels()
+    }
+
+    /// Replaces the default repack rules.
+    fn set_repack_func(&mut self, repack: RepackFn) {
+        self.producers_mut().set_repack(repack);
+    }
+
+    /// Routes each message by its hash keys (Insert and Delete split per row) and writes each
+    /// channel's share as one batch. An empty pack writes nothing.
+    async fn produce(&self, pack: &MsgPack) -> Result<()> {
+        self.producers().produce(pack).await.map(drop)
+    }
+
+    /// Like [`Produce::produce`], returning the ids written per channel; an empty pack is an
+    /// error.
+    async fn produce_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
+        require_messages(pack, "produce_mark")?;
+        self.producers().produce(pack).await
+    }
+
+    /// Writes every message to every producer channel (how timeticks are usually sent).
+    async fn broadcast(&self, pack: &MsgPack) -> Result<()> {
+        self.producers().broadcast(pack).await.map(drop)
+    }
+
+    /// Like [`Produce::broadcast`], returning the ids written per channel; an empty pack is an
+    /// error.
+    async fn broadcast_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
+        require_messages(pack, "broadcast_mark")?;
+        self.producers().broadcast(pack).await
     }
 }

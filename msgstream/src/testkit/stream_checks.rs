@@ -7,6 +7,7 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 use super::{insert, row_id, unique, within};
 use crate::mq::{Client, InitialPosition, ProducerMessage};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
+use crate::stream::Produce;
 use crate::stream::{MsgStream, StreamOptions};
 use crate::Error;
 

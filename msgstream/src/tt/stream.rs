@@ -15,9 +15,9 @@ use tokio::sync::mpsc;
 use super::aligner::{TimetickAligner, WatermarkHolder};
 use crate::mq::{validate_channel_name, Client, ConsumerOptions, InitialPosition};
 use crate::msg::{MsgPack, MsgPosition};
-use crate::stream::producers::{require_messages, ProducerSet};
+use crate::stream::producers::{Produce, Producers};
 use crate::stream::pump::{Delivered, Event, Pumps};
-use crate::stream::{resolve_position, ChannelIds, RepackFn, StreamOptions};
+use crate::stream::{resolve_position, StreamOptions};
 use crate::{Error, Result};
 
 /// Counters of a tt stream, for diagnostics and benchmarks.
@@ -45,7 +45,8 @@ struct TtSide {
     peak_buffered: usize,
 }
 
-/// A timetick-aligned stream (Milvus's `MqTtMsgStream`), producing like [`crate::stream::MsgStream`].
+/// A timetick-aligned stream (Milvus's `MqTtMsgStream`), producing through [`Produce`] like
+/// [`crate::stream::MsgStream`].
 ///
 /// Consumption yields one [`MsgPack`] each time the watermark (minimum over channels of the last
 /// timetick) rises: every message with `begin_ts < ts ≤ end_ts` from all channels, channels in
@@ -54,7 +55,7 @@ struct TtSide {
 pub struct TtMsgStream {
     client: Arc<dyn Client>,
     options: StreamOptions,
-    producers: ProducerSet,
+    producers: Producers,
     side: Option<TtSide>,
 }
 
@@ -62,45 +63,11 @@ impl TtMsgStream {
     /// A stream with no producers or consumers yet.
     pub fn new(client: Arc<dyn Client>, options: StreamOptions) -> Self {
         TtMsgStream {
+            producers: Producers::new(client.clone(), options.retry),
             client,
             options,
-            producers: ProducerSet::default(),
             side: None,
         }
-    }
-
-    /// Adds producers on `channels`.
-    pub async fn as_producer(&mut self, channels: &[&str]) -> Result<()> {
-        self.producers
-            .add(&self.client, &self.options.retry, channels)
-            .await
-    }
-
-    /// Replaces the default repack rules.
-    pub fn set_repack_func(&mut self, repack: RepackFn) {
-        self.producers.set_repack(repack);
-    }
-
-    /// Routes and writes a pack (see [`crate::stream::MsgStream::produce`]).
-    pub async fn produce(&self, pack: &MsgPack) -> Result<()> {
-        self.producers.produce(pack).await.map(drop)
-    }
-
-    /// Routes and writes a pack, returning ids per channel.
-    pub async fn produce_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
-        require_messages(pack, "produce_mark")?;
-        self.producers.produce(pack).await
-    }
-
-    /// Writes every message to every producer channel (how timeticks are usually sent).
-    pub async fn broadcast(&self, pack: &MsgPack) -> Result<()> {
-        self.producers.broadcast(pack).await.map(drop)
-    }
-
-    /// Broadcasts, returning ids per channel.
-    pub async fn broadcast_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
-        require_messages(pack, "broadcast_mark")?;
-        self.producers.broadcast(pack).await
     }
 
     /// Subscribes to all `channels` at once (their order is the order of messages in packs).
@@ -278,5 +245,15 @@ impl TtMsgStream {
             side.pumps.close().await;
             side.closed = true;
         }
+    }
+}
+
+impl Produce for TtMsgStream {
+    fn producers(&self) -> &Producers {
+        &self.producers
+    }
+
+    fn producers_mut(&mut self) -> &mut Producers {
+        &mut self.producers
     }
 }

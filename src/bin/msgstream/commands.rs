@@ -10,6 +10,7 @@ use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{
     Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgPosition, MsgType, TsMsg,
 };
+use msgstream_facade::msgstream::stream::Produce;
 use msgstream_facade::{positions as positions_file, Factory, Result};
 
 /// Options of `produce`.

@@ -14,6 +14,7 @@ use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{
     DeleteRequest, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
 };
+use msgstream_facade::msgstream::stream::Produce;
 use msgstream_facade::msgstream::tt::TtMsgStream;
 use msgstream_facade::msgstream::Error as StreamError;
 use msgstream_facade::{positions, Factory, Result};
