@@ -1,0 +1,113 @@
+//! [`RocksmqClient`]: the `msgstream::mq::Client` of the embedded queue.
+
+use async_trait::async_trait;
+use msgstream::mq::{
+    validate_channel_name, Capabilities, Client, Consumer, ConsumerOptions, MessageId, Producer,
+    Reader, ReaderOptions, SubscriptionInfo,
+};
+use msgstream::Result;
+
+use super::{engine_id, seek_position, RocksmqConsumer, RocksmqProducer, RocksmqReader};
+use crate::{Rocksmq, RocksmqOptions};
+
+/// The mq client over one embedded queue. Capabilities: everything, strictly ordered.
+#[derive(Debug, Clone)]
+pub struct RocksmqClient {
+    engine: Rocksmq,
+}
+
+impl RocksmqClient {
+    /// Opens (or creates) the queue at `options.path`; see [`Rocksmq::open`].
+    pub fn open(options: RocksmqOptions) -> Result<RocksmqClient> {
+        Ok(RocksmqClient {
+            engine: Rocksmq::open(options)?,
+        })
+    }
+
+    /// The engine, for what the mq traits do not cover (retention, group administration).
+    pub fn engine(&self) -> &Rocksmq {
+        &self.engine
+    }
+}
+
+#[async_trait]
+impl Client for RocksmqClient {
+    fn backend_name(&self) -> &'static str {
+        crate::store::BACKEND
+    }
+
+    async fn create_producer(&self, topic: &str) -> Result<Box<dyn Producer>> {
+        let state = self.engine.topic_or_create(topic)?;
+        Ok(Box::new(RocksmqProducer::new(self.engine.clone(), state)))
+    }
+
+    async fn subscribe(&self, options: ConsumerOptions) -> Result<Box<dyn Consumer>> {
+        validate_channel_name("topic", &options.topic)?;
+        validate_channel_name("subscription", &options.subscription)?;
+        self.engine.create_topic(&options.topic)?;
+        self.engine.create_group_if_missing(
+            &options.topic,
+            &options.subscription,
+            options.initial_position,
+        )?;
+        let subscription = self
+            .engine
+            .subscribe(&options.topic, &options.subscription)?;
+        Ok(Box::new(RocksmqConsumer::new(
+            self.engine.clone(),
+            subscription,
+            options.buffer,
+        )))
+    }
+
+    async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>> {
+        let from = seek_position(&options.start, options.inclusive)?;
+        self.engine.create_topic(&options.topic)?;
+        let reader = self.engine.reader(&options.topic, from)?;
+        Ok(Box::new(RocksmqReader::new(reader)))
+    }
+
+    fn earliest_message_id(&self) -> MessageId {
+        MessageId::from_u64(0)
+    }
+
+    fn message_id_from_bytes(&self, bytes: &[u8]) -> Result<MessageId> {
+        let id = MessageId::from_backend_bytes(bytes.to_vec());
+        engine_id(&id)?;
+        Ok(id)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn list_topics(&self) -> Result<Vec<String>> {
+        self.engine.topics()
+    }
+
+    async fn list_subscriptions(&self, topic: &str) -> Result<Vec<SubscriptionInfo>> {
+        validate_channel_name("topic", topic)?;
+        if !self.engine.topic_exists(topic)? {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .engine
+            .consumer_groups(topic)?
+            .into_iter()
+            .map(|group| SubscriptionInfo {
+                name: group.name,
+                lag: Some(group.lag),
+            })
+            .collect())
+    }
+
+    async fn close(&self) {
+        self.engine.close();
+    }
+}
+
+impl From<Rocksmq> for RocksmqClient {
+    fn from(engine: Rocksmq) -> Self {
+        RocksmqClient { engine }
+    }
+}

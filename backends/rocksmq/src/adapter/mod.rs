@@ -1,0 +1,46 @@
+//! The mq-layer adapter: `msgstream::mq` traits over the engine.
+//!
+//! Message ids are the engine's `u64` ids as 8 big-endian bytes ([`MessageId::from_u64`]), so
+//! byte order is id order; [`RocksmqClient::earliest_message_id`] is id 0, which precedes every
+//! message (ids start at 1).
+
+mod client;
+mod consumer;
+mod producer;
+mod reader;
+
+pub use client::RocksmqClient;
+pub use consumer::RocksmqConsumer;
+pub use producer::RocksmqProducer;
+pub use reader::RocksmqReader;
+
+use msgstream::mq::{Delivery, Message, MessageId};
+use msgstream::{Error, Result};
+
+use crate::StoredMessage;
+
+/// The engine id of a message id of this backend; other shapes are `Error::Decode`.
+pub(crate) fn engine_id(id: &MessageId) -> Result<u64> {
+    id.as_u64().ok_or_else(|| {
+        Error::Decode(format!(
+            "a rocksmq message id is 8 bytes, got {} ({id:?})",
+            id.as_bytes().len()
+        ))
+    })
+}
+
+/// The position a seek to `id` moves to: `id` itself, or the one after it.
+pub(crate) fn seek_position(id: &MessageId, inclusive: bool) -> Result<u64> {
+    let id = engine_id(id)?;
+    Ok(if inclusive { id } else { id.saturating_add(1) })
+}
+
+pub(crate) fn to_message(topic: &str, stored: StoredMessage, delivery: Delivery) -> Message {
+    Message {
+        topic: topic.to_owned(),
+        id: MessageId::from_u64(stored.id),
+        payload: stored.payload,
+        properties: stored.properties,
+        delivery,
+    }
+}

@@ -1,0 +1,76 @@
+//! [`RocksmqReader`]: a non-durable cursor over one topic.
+
+use std::collections::VecDeque;
+
+use async_trait::async_trait;
+use msgstream::mq::{Delivery, Message, MessageId, Reader};
+use msgstream::{Error, Result};
+
+use super::{seek_position, to_message};
+use crate::{StoredMessage, TopicReader};
+
+const PREFETCH: usize = 256;
+
+/// A reader: like a consumer without a group, keeping no state in the database.
+/// `next` waits on the writer's notification and is cancel-safe.
+pub struct RocksmqReader {
+    reader: TopicReader,
+    buffer: VecDeque<StoredMessage>,
+    closed: bool,
+}
+
+impl RocksmqReader {
+    pub(crate) fn new(reader: TopicReader) -> Self {
+        RocksmqReader {
+            reader,
+            buffer: VecDeque::new(),
+            closed: false,
+        }
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::Closed("rocksmq reader"));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Reader for RocksmqReader {
+    fn topic(&self) -> &str {
+        self.reader.topic()
+    }
+
+    async fn next(&mut self) -> Result<Message> {
+        loop {
+            self.check_open()?;
+            if let Some(stored) = self.buffer.pop_front() {
+                return Ok(to_message(self.reader.topic(), stored, Delivery::default()));
+            }
+            let batch = self.reader.next_batch(PREFETCH).await?;
+            self.buffer.extend(batch);
+        }
+    }
+
+    async fn has_next(&mut self) -> Result<bool> {
+        self.check_open()?;
+        if self.buffer.is_empty() {
+            let batch = self.reader.read(PREFETCH)?;
+            self.buffer.extend(batch);
+        }
+        Ok(!self.buffer.is_empty())
+    }
+
+    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
+        self.check_open()?;
+        self.reader.seek(seek_position(id, inclusive)?);
+        self.buffer.clear();
+        Ok(())
+    }
+
+    async fn close(&mut self) {
+        self.closed = true;
+        self.buffer.clear();
+    }
+}

@@ -1,0 +1,202 @@
+//! Value encodings: fixed-width big-endian records and length-prefixed properties. Pure, no I/O.
+//!
+//! Decoding never panics: malformed bytes (a corrupted or foreign database) are
+//! [`msgstream::Error::Decode`].
+
+use msgstream::mq::Properties;
+use msgstream::{Error, Result};
+
+/// Where a topic's log ends: rewritten in the same batch as every append, so after a crash the
+/// next id and the open page are exactly those of the last durable batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Tail {
+    /// Id the next message will get (ids start at 1, so 0 precedes every message).
+    pub next_id: u64,
+    /// First id of the open (tail) page.
+    pub page_first: u64,
+    /// Payload and property bytes in the open page.
+    pub page_bytes: u64,
+}
+
+/// A consumer group's durable state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GroupRecord {
+    /// The first id not yet acknowledged: delivery resumes here.
+    pub committed: u64,
+    /// Wall-clock milliseconds of the last ack or seek, for the idle-group retention policy.
+    pub active_ms: u64,
+}
+
+/// A closed page: a run of messages whose bytes reached the page size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageRecord {
+    /// Last message id of the page (inclusive); the first is in the key.
+    pub last_id: u64,
+    /// Payload and property bytes of the page.
+    pub bytes: u64,
+    /// Wall-clock milliseconds when the page was closed (its newest message was written).
+    pub closed_ms: u64,
+}
+
+fn words<const N: usize>(what: &str, bytes: &[u8]) -> Result<[u64; N]> {
+    if bytes.len() != N * 8 {
+        return Err(Error::Decode(format!(
+            "{what} record is {} bytes, expected {}",
+            bytes.len(),
+            N * 8
+        )));
+    }
+    let mut out = [0u64; N];
+    for (word, chunk) in out.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut buf = [0u8; 8];
+        buf.copy_from_slice(chunk);
+        *word = u64::from_be_bytes(buf);
+    }
+    Ok(out)
+}
+
+fn encode_words<const N: usize, const B: usize>(values: [u64; N]) -> [u8; B] {
+    let mut out = [0u8; B];
+    for (chunk, value) in out.chunks_exact_mut(8).zip(values) {
+        chunk.copy_from_slice(&value.to_be_bytes());
+    }
+    out
+}
+
+/// A single big-endian `u64` value (message ids, topic ids).
+pub(crate) fn decode_u64(what: &str, bytes: &[u8]) -> Result<u64> {
+    words::<1>(what, bytes).map(|[v]| v)
+}
+
+impl Tail {
+    pub(crate) fn encode(&self) -> [u8; 24] {
+        encode_words([self.next_id, self.page_first, self.page_bytes])
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
+        let [next_id, page_first, page_bytes] = words("topic tail", bytes)?;
+        Ok(Tail {
+            next_id,
+            page_first,
+            page_bytes,
+        })
+    }
+}
+
+impl GroupRecord {
+    pub(crate) fn encode(&self) -> [u8; 16] {
+        encode_words([self.committed, self.active_ms])
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
+        let [committed, active_ms] = words("consumer group", bytes)?;
+        Ok(GroupRecord {
+            committed,
+            active_ms,
+        })
+    }
+}
+
+impl PageRecord {
+    pub(crate) fn encode(&self) -> [u8; 24] {
+        encode_words([self.last_id, self.bytes, self.closed_ms])
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
+        let [last_id, bytes, closed_ms] = words("page", bytes)?;
+        Ok(PageRecord {
+            last_id,
+            bytes,
+            closed_ms,
+        })
+    }
+}
+
+/// Encodes properties as `count ‖ (len ‖ key ‖ len ‖ value)*` with `u32` big-endian lengths.
+pub(crate) fn encode_properties(properties: &Properties) -> Vec<u8> {
+    let size = 4 + properties
+        .iter()
+        .map(|(k, v)| 8 + k.len() + v.len())
+        .sum::<usize>();
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(&(properties.len() as u32).to_be_bytes());
+    for (key, value) in properties {
+        for part in [key, value] {
+            out.extend_from_slice(&(part.len() as u32).to_be_bytes());
+            out.extend_from_slice(part.as_bytes());
+        }
+    }
+    out
+}
+
+/// Decodes what [`encode_properties`] wrote.
+pub(crate) fn decode_properties(mut bytes: &[u8]) -> Result<Properties> {
+    fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Result<&'a [u8]> {
+        let (head, rest) = bytes
+            .split_at_checked(n)
+            .ok_or_else(|| Error::Decode("truncated message properties".into()))?;
+        *bytes = rest;
+        Ok(head)
+    }
+    fn take_len(bytes: &mut &[u8]) -> Result<usize> {
+        let mut buf = [0u8; 4];
+        buf.copy_from_slice(take(bytes, 4)?);
+        Ok(u32::from_be_bytes(buf) as usize)
+    }
+    fn take_str(bytes: &mut &[u8]) -> Result<String> {
+        let len = take_len(bytes)?;
+        String::from_utf8(take(bytes, len)?.to_vec())
+            .map_err(|e| Error::Decode(format!("message property is not UTF-8: {e}")))
+    }
+    let count = take_len(&mut bytes)?;
+    let mut properties = Properties::new();
+    for _ in 0..count {
+        let key = take_str(&mut bytes)?;
+        let value = take_str(&mut bytes)?;
+        properties.insert(key, value);
+    }
+    if !bytes.is_empty() {
+        return Err(Error::Decode(
+            "trailing bytes after message properties".into(),
+        ));
+    }
+    Ok(properties)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let tail = Tail {
+            next_id: 9,
+            page_first: 3,
+            page_bytes: 700,
+        };
+        assert_eq!(Tail::decode(&tail.encode()).ok(), Some(tail));
+        let group = GroupRecord {
+            committed: 5,
+            active_ms: 77,
+        };
+        assert_eq!(GroupRecord::decode(&group.encode()).ok(), Some(group));
+        assert!(matches!(PageRecord::decode(&[1, 2]), Err(Error::Decode(_))));
+    }
+
+    #[test]
+    fn properties_round_trip_and_reject_garbage() {
+        let mut properties = Properties::new();
+        properties.insert("traceparent".into(), "00-abc".into());
+        properties.insert("k".into(), String::new());
+        let bytes = encode_properties(&properties);
+        assert_eq!(decode_properties(&bytes).ok(), Some(properties));
+        assert!(matches!(
+            decode_properties(&bytes[..bytes.len() - 1]),
+            Err(Error::Decode(_))
+        ));
+        assert!(matches!(
+            decode_properties(&[0, 0, 0, 0, 1]),
+            Err(Error::Decode(_))
+        ));
+    }
+}

@@ -1,0 +1,48 @@
+//! # msgstream-rocksmq
+//!
+//! The embedded, zero-setup backend of msgstream: a durable, multi-topic message queue in one
+//! RocksDB database ([`Rocksmq`]), and the `msgstream::mq` client over it ([`RocksmqClient`]).
+//!
+//! ## Layout
+//! Column families `messages` and `properties` (both keyed `topic id ‖ u64 BE message id`),
+//! `groups` (consumer-group positions), `pages` (closed pages, for retention) and `meta` (topic
+//! names, ids and tails); keys
+//! start with a fixed-width numeric topic id, never the name, so topics `a` and `ab` are independent.
+//!
+//! ## Guarantees
+//! - Ids of a topic are strictly increasing and consecutive within a batch, and survive reopen.
+//! - A produced message is acknowledged once it is in the write-ahead log (always on); whether
+//!   the log is also synced is [`Durability`].
+//! - Consumer-group positions are durable; delivery is at least once and in id order; acks are
+//!   cumulative.
+//! - After `close` every operation returns `Error::Closed`; a database held by another process
+//!   is a clear error, never a panic.
+#![deny(clippy::unwrap_used)]
+#![warn(missing_docs)]
+
+mod adapter;
+mod codec;
+mod durability;
+mod engine;
+mod group;
+mod keys;
+mod options;
+mod read;
+pub mod retention;
+mod store;
+mod subscription;
+mod topics;
+mod writer;
+
+pub use adapter::{RocksmqClient, RocksmqConsumer, RocksmqProducer, RocksmqReader};
+pub use durability::Durability;
+pub use engine::Rocksmq;
+pub use group::GroupInfo;
+pub use options::RocksmqOptions;
+pub use read::StoredMessage;
+pub use retention::RetentionReport;
+pub use store::{column_family_options, database_options};
+pub use subscription::{Subscription, TopicReader};
+
+/// First id a topic gives out: id 0 precedes every message.
+pub const FIRST_MESSAGE_ID: u64 = topics::FIRST_MESSAGE_ID;

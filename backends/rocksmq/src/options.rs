@@ -1,0 +1,48 @@
+//! How to open a queue: path, retention and durability.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::Durability;
+
+/// Options of [`crate::Rocksmq::open`] and [`crate::RocksmqClient::open`].
+///
+/// Retention (see [`crate::retention`]) deletes a page of a topic only when every consumer group
+/// has acknowledged past it **and** it is older than `retention` or the topic holds more than
+/// `retention_size_bytes`. The open tail page of a topic is never deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RocksmqOptions {
+    /// Directory of the RocksDB database; created if missing.
+    pub path: PathBuf,
+    /// Acknowledged pages older than this are deleted (default 4320 minutes, Milvus's default).
+    pub retention: Duration,
+    /// A topic holding more than this many payload and property bytes loses its oldest acknowledged
+    /// pages until it fits (default 8192 MiB).
+    pub retention_size_bytes: u64,
+    /// A page is closed once its messages hold this many bytes (default 64 MiB). Retention works
+    /// on whole pages, so this is its granularity.
+    pub page_size_bytes: u64,
+    /// Consumer groups whose last ack or seek is older than this do not hold back retention
+    /// (`None`, the default: every group does).
+    pub ignore_groups_idle_for: Option<Duration>,
+    /// How often the background retention pass (and the compaction that reclaims deleted space)
+    /// runs (default 10 minutes); `None` disables it, leaving [`crate::Rocksmq::run_retention`].
+    pub retention_interval: Option<Duration>,
+    /// What an acknowledged write survives.
+    pub sync: Durability,
+}
+
+impl RocksmqOptions {
+    /// Default options for a database at `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        RocksmqOptions {
+            path: path.into(),
+            retention: Duration::from_secs(4320 * 60),
+            retention_size_bytes: 8192 * 1024 * 1024,
+            page_size_bytes: 64 * 1024 * 1024,
+            ignore_groups_idle_for: None,
+            retention_interval: Some(Duration::from_secs(600)),
+            sync: Durability::Buffered,
+        }
+    }
+}

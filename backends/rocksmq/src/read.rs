@@ -1,0 +1,146 @@
+//! Reading messages in id order, and cursors that wait for new ones.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use msgstream::mq::Properties;
+use msgstream::{Error, Result};
+use tokio::sync::watch;
+
+use crate::codec::decode_properties;
+use crate::keys::{message_id_from_key, message_key, CF_MESSAGES, CF_PROPERTIES};
+use crate::store::{db_error, Db, Store};
+use crate::topics::TopicState;
+
+/// A message as stored: id, payload and properties.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMessage {
+    /// Its id in the topic.
+    pub id: u64,
+    /// Payload as produced.
+    pub payload: Bytes,
+    /// Properties as produced.
+    pub properties: Properties,
+}
+
+/// Reads up to `limit` messages of `topic` with ids in `from..upto`, in id order, into `out`.
+/// Returns the id after the last one read, or `upto` when the range held no more than that
+/// (ids removed by retention are skipped, never waited for).
+pub(crate) fn read_range(
+    db: &Db<'_>,
+    topic: u64,
+    from: u64,
+    upto: u64,
+    limit: usize,
+    out: &mut Vec<StoredMessage>,
+) -> Result<u64> {
+    if from >= upto || limit == 0 {
+        return Ok(from);
+    }
+    let start = message_key(topic, from);
+    let end = message_key(topic, upto);
+    let bounded = || {
+        let mut options = rocksdb::ReadOptions::default();
+        options.set_iterate_upper_bound(end);
+        options
+    };
+    let mut messages = db.db.raw_iterator_cf_opt(db.cf(CF_MESSAGES)?, bounded());
+    let mut properties = db.db.raw_iterator_cf_opt(db.cf(CF_PROPERTIES)?, bounded());
+    messages.seek(start);
+    properties.seek(start);
+    let mut taken = 0;
+    let mut next = upto;
+    while let (Some(key), Some(value)) = (messages.key(), messages.value()) {
+        if taken == limit {
+            next = message_id_from_key(topic, key).unwrap_or(upto);
+            break;
+        }
+        let id = message_id_from_key(topic, key)
+            .ok_or_else(|| Error::Decode(format!("malformed message key {key:02x?}")))?;
+        while properties.key().is_some_and(|k| k < key) {
+            properties.next();
+        }
+        let props = match (properties.key(), properties.value()) {
+            (Some(k), Some(v)) if k == key => decode_properties(v)?,
+            _ => Properties::new(),
+        };
+        out.push(StoredMessage {
+            id,
+            payload: Bytes::copy_from_slice(value),
+            properties: props,
+        });
+        taken += 1;
+        messages.next();
+    }
+    messages
+        .status()
+        .map_err(|e| db_error("reading messages", e))?;
+    properties
+        .status()
+        .map_err(|e| db_error("reading message properties", e))?;
+    Ok(next)
+}
+
+/// A position in one topic that can wait for messages to appear after it.
+///
+/// Non-durable on its own: consumer groups persist their position separately. Waiting uses the
+/// topic's watch channel, raised by the writer after each durable write, so a waiter wakes as soon
+/// as a message is visible and never polls.
+pub(crate) struct Cursor {
+    pub topic: Arc<TopicState>,
+    /// The next id to return.
+    pub next: u64,
+    visible: watch::Receiver<u64>,
+}
+
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor")
+            .field("topic", &self.topic.name)
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+impl Cursor {
+    pub fn new(topic: Arc<TopicState>, next: u64) -> Cursor {
+        let visible = topic.visible.subscribe();
+        Cursor {
+            topic,
+            next,
+            visible,
+        }
+    }
+
+    /// Reads up to `limit` visible messages from the cursor on, advancing it. Never waits.
+    pub fn read(
+        &mut self,
+        store: &Store,
+        limit: usize,
+        out: &mut Vec<StoredMessage>,
+    ) -> Result<()> {
+        self.topic.check_live()?;
+        let upto = *self.visible.borrow_and_update();
+        self.next = store.with(|db| read_range(db, self.topic.id, self.next, upto, limit, out))?;
+        Ok(())
+    }
+
+    /// Waits until a message at or after the cursor is visible. Cancel-safe: nothing is consumed
+    /// while waiting. `Error::Closed` once the store closes, `InvalidArgument` if the topic is
+    /// destroyed.
+    pub async fn wait(&mut self, store: &Store) -> Result<()> {
+        loop {
+            if store.is_closed() {
+                return Err(Error::Closed("rocksmq client"));
+            }
+            self.topic.check_live()?;
+            if self.next < *self.visible.borrow_and_update() {
+                return Ok(());
+            }
+            self.visible
+                .changed()
+                .await
+                .map_err(|_| Error::Closed("rocksmq topic"))?;
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The RocksDB handle: opening, column families, error mapping and the closed state.
+//!
+//! The database lives behind a read-write lock holding an `Option`: every operation holds a read
+//! guard while it touches RocksDB, and `close` takes the write guard and drops the database. So
+//! close waits for operations in flight, releases RocksDB's `LOCK` file at once (the same process
+//! can reopen the path), and every later operation sees `None` and returns `Error::Closed`.
+
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use msgstream::{Error, Result};
+use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, ErrorKind, Options, DB};
+
+use crate::keys::COLUMN_FAMILIES;
+use crate::Durability;
+
+/// Backend name used in errors.
+pub(crate) const BACKEND: &str = "rocksmq";
+
+/// RocksDB database options of a queue, public so that benchmarks can measure raw RocksDB with
+/// exactly the same tuning.
+pub fn database_options() -> Options {
+    let mut options = Options::default();
+    options.create_if_missing(true);
+    options.create_missing_column_families(true);
+    options.set_max_background_jobs(2);
+    options
+}
+
+/// Column-family options of a queue (every column family uses these).
+pub fn column_family_options() -> Options {
+    let mut options = Options::default();
+    options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    options
+}
+
+/// Maps a RocksDB error of operation `op` onto the core error: busy and timeout conditions are
+/// transient, everything else permanent.
+pub(crate) fn db_error(op: &str, e: rocksdb::Error) -> Error {
+    match e.kind() {
+        ErrorKind::Busy | ErrorKind::TryAgain | ErrorKind::TimedOut | ErrorKind::Incomplete => {
+            Error::transient(BACKEND, format!("{op}: {e}"))
+        }
+        _ => Error::backend(BACKEND, format!("{op}: {e}")),
+    }
+}
+
+/// A borrowed open database, valid while the store's read guard is held.
+pub(crate) struct Db<'a> {
+    pub db: &'a DB,
+    pub write_options: &'a rocksdb::WriteOptions,
+}
+
+impl Db<'_> {
+    /// The handle of column family `name` (all are created at open).
+    pub fn cf(&self, name: &str) -> Result<&ColumnFamily> {
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| Error::backend(BACKEND, format!("column family {name:?} is missing")))
+    }
+
+    /// Writes `batch` with the queue's durability.
+    pub fn write(&self, batch: rocksdb::WriteBatch) -> Result<()> {
+        self.db
+            .write_opt(batch, self.write_options)
+            .map_err(|e| db_error("write", e))
+    }
+}
+
+/// The database, closable.
+pub(crate) struct Store {
+    db: RwLock<Option<DB>>,
+    write_options: rocksdb::WriteOptions,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (or creates) the database at `path`. A database held by another process (or another
+    /// open client in this one) is a clear permanent error naming the path, not a panic.
+    pub fn open(path: &Path, durability: Durability) -> Result<Store> {
+        let mut options = database_options();
+        options.set_use_fsync(durability == Durability::SyncAll);
+        let families = COLUMN_FAMILIES
+            .iter()
+            .map(|name| ColumnFamilyDescriptor::new(*name, column_family_options()));
+        let db = DB::open_cf_descriptors(&options, path, families).map_err(|e| {
+            if e.kind() == ErrorKind::IOError && e.to_string().contains("LOCK") {
+                Error::backend(
+                    BACKEND,
+                    format!(
+                        "database {} is locked: another process (or another open client) holds it ({e})",
+                        path.display()
+                    ),
+                )
+            } else {
+                db_error(&format!("opening {}", path.display()), e)
+            }
+        })?;
+        Ok(Store {
+            db: RwLock::new(Some(db)),
+            write_options: durability.write_options(),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Runs `f` on the open database; `Error::Closed` once closed.
+    pub fn with<R>(&self, f: impl FnOnce(&Db<'_>) -> Result<R>) -> Result<R> {
+        let guard = self
+            .db
+            .read()
+            .map_err(|_| Error::backend(BACKEND, "database lock poisoned by a panic"))?;
+        let db = guard.as_ref().ok_or(Error::Closed("rocksmq client"))?;
+        f(&Db {
+            db,
+            write_options: &self.write_options,
+        })
+    }
+
+    /// Whether [`Store::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.db.read().map(|db| db.is_none()).unwrap_or(true)
+    }
+
+    /// Waits for operations in flight, flushes the WAL and drops the database.
+    pub fn close(&self) {
+        let mut guard = match self.db.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(db) = guard.take() {
+            if let Err(e) = db.flush_wal(true) {
+                tracing::warn!(path = %self.path.display(), error = %e, "rocksmq: WAL sync at close failed");
+            }
+        }
+    }
+}

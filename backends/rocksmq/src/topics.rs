@@ -1,0 +1,185 @@
+//! The topic registry: names → numeric ids, each topic's tail and its wake-up signal.
+//!
+//! A topic's numeric id is allocated once from a counter and never reused, so a topic destroyed
+//! and created again under the same name starts empty even if a deleted key was still waiting
+//! for compaction.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use msgstream::mq::validate_channel_name;
+use msgstream::{Error, Result};
+use tokio::sync::watch;
+
+use crate::codec::{decode_u64, Tail};
+use crate::keys::{
+    topic_name_from_key, topic_name_key, topic_tail_key, CF_META, META_NEXT_TOPIC_ID,
+    TOPIC_NAME_PREFIX,
+};
+use crate::store::{db_error, Db, BACKEND};
+
+/// Ids start at 1, so 0 precedes every message of every topic.
+pub(crate) const FIRST_MESSAGE_ID: u64 = 1;
+
+/// One live topic.
+pub(crate) struct TopicState {
+    /// Name as given by users.
+    pub name: String,
+    /// Numeric id, the key prefix of everything of this topic.
+    pub id: u64,
+    /// Next id and open page; changed only by the writer while it holds the commit lock.
+    pub tail: Mutex<Tail>,
+    /// The next id readers may see (everything below it is durable in the WAL). The writer
+    /// raises it after each write; destroy and close poke it unchanged to wake waiters.
+    pub visible: watch::Sender<u64>,
+    /// Set by `destroy_topic`; handles held by producers and consumers then fail.
+    pub destroyed: AtomicBool,
+}
+
+impl TopicState {
+    fn new(name: String, id: u64, tail: Tail) -> Arc<TopicState> {
+        Arc::new(TopicState {
+            name,
+            id,
+            tail: Mutex::new(tail),
+            visible: watch::Sender::new(tail.next_id),
+            destroyed: AtomicBool::new(false),
+        })
+    }
+
+    /// `InvalidArgument` once the topic was destroyed.
+    pub fn check_live(&self) -> Result<()> {
+        if self.destroyed.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument(format!(
+                "topic {:?} was destroyed",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The current tail (a copy).
+    pub fn tail(&self) -> Tail {
+        match self.tail.lock() {
+            Ok(tail) => *tail,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+
+    /// Wakes every waiter without publishing anything new.
+    pub fn wake(&self) {
+        self.visible.send_modify(|_| {});
+    }
+}
+
+/// Checks a topic name: the portable channel-name rule. Names are only ever stored as values
+/// or after a fixed tag byte, never concatenated into message keys.
+pub(crate) fn validate_topic(name: &str) -> Result<()> {
+    validate_channel_name("topic", name)
+}
+
+/// Every live topic, by name.
+#[derive(Default)]
+pub(crate) struct Topics {
+    map: Mutex<HashMap<String, Arc<TopicState>>>,
+}
+
+impl Topics {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<TopicState>>> {
+        match self.map.lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Loads every topic and its tail from the `meta` column family.
+    pub fn load(db: &Db<'_>) -> Result<Topics> {
+        let meta = db.cf(CF_META)?;
+        let mut map = HashMap::new();
+        let mut iter = db.db.raw_iterator_cf(meta);
+        iter.seek(TOPIC_NAME_PREFIX);
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            let Some(name) = topic_name_from_key(key) else {
+                break;
+            };
+            let id = decode_u64("topic id", value)?;
+            let tail = match db
+                .db
+                .get_pinned_cf(meta, topic_tail_key(id))
+                .map_err(|e| db_error("reading a topic tail", e))?
+            {
+                Some(bytes) => Tail::decode(&bytes)?,
+                None => initial_tail(),
+            };
+            map.insert(name.to_owned(), TopicState::new(name.to_owned(), id, tail));
+            iter.next();
+        }
+        iter.status().map_err(|e| db_error("listing topics", e))?;
+        Ok(Topics {
+            map: Mutex::new(map),
+        })
+    }
+
+    /// The live topic `name`, if any.
+    pub fn get(&self, name: &str) -> Option<Arc<TopicState>> {
+        self.map().get(name).cloned()
+    }
+
+    /// The live topic `name`, or `InvalidArgument` naming it.
+    pub fn require(&self, name: &str) -> Result<Arc<TopicState>> {
+        validate_topic(name)?;
+        self.get(name)
+            .ok_or_else(|| Error::InvalidArgument(format!("topic {name:?} does not exist")))
+    }
+
+    /// The topic `name`, created (durably) if missing.
+    pub fn get_or_create(&self, db: &Db<'_>, name: &str) -> Result<Arc<TopicState>> {
+        validate_topic(name)?;
+        let mut map = self.map();
+        if let Some(topic) = map.get(name) {
+            return Ok(topic.clone());
+        }
+        let meta = db.cf(CF_META)?;
+        let id = match db
+            .db
+            .get_pinned_cf(meta, META_NEXT_TOPIC_ID)
+            .map_err(|e| db_error("reading the topic counter", e))?
+        {
+            Some(bytes) => decode_u64("topic counter", &bytes)?,
+            None => 1,
+        };
+        if id == u64::MAX {
+            return Err(Error::backend(BACKEND, "topic ids exhausted"));
+        }
+        let tail = initial_tail();
+        let mut batch = rocksdb::WriteBatch::default();
+        batch.put_cf(meta, META_NEXT_TOPIC_ID, (id + 1).to_be_bytes());
+        batch.put_cf(meta, topic_name_key(name), id.to_be_bytes());
+        batch.put_cf(meta, topic_tail_key(id), tail.encode());
+        db.write(batch)?;
+        let topic = TopicState::new(name.to_owned(), id, tail);
+        map.insert(name.to_owned(), topic.clone());
+        Ok(topic)
+    }
+
+    /// Removes `name` from the registry (the caller deletes its data).
+    pub fn remove(&self, name: &str) -> Option<Arc<TopicState>> {
+        self.map().remove(name)
+    }
+
+    /// Every live topic, sorted by name.
+    pub fn all(&self) -> Vec<Arc<TopicState>> {
+        let mut topics: Vec<_> = self.map().values().cloned().collect();
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        topics
+    }
+}
+
+fn initial_tail() -> Tail {
+    Tail {
+        next_id: FIRST_MESSAGE_ID,
+        page_first: FIRST_MESSAGE_ID,
+        page_bytes: 0,
+    }
+}
