@@ -5,35 +5,33 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
-use msgstream::mq::{InitialPosition, ProducerMessage};
+use msgstream::mq::ProducerMessage;
 use msgstream::{Error, Result};
 
-use crate::codec::GroupRecord;
-use crate::group::{self, validate_group, GroupInfo};
 use crate::keys::{
     topic_name_key, topic_prefix, topic_tail_key, topic_upper_bound, CF_GROUPS, CF_MESSAGES,
     CF_META, CF_PAGES, CF_PROPERTIES,
 };
 use crate::read::Cursor;
-use crate::retention::{self, Policy, RetentionReport};
+use crate::retention::Policy;
 use crate::store::Store;
 use crate::topics::{TopicState, Topics, FIRST_MESSAGE_ID};
-use crate::writer::{now_ms, Writer};
-use crate::{RocksmqOptions, Subscription, TopicReader};
+use crate::writer::{WriteStats, Writer};
+use crate::{RocksmqOptions, TopicReader};
 
 pub(crate) struct Inner {
     pub store: Store,
     pub topics: Topics,
     pub writer: Writer,
     /// Serialises read-modify-write of group records (create, ack, seek, destroy).
-    groups: Mutex<()>,
-    policy: Policy,
+    pub groups: Mutex<()>,
+    pub policy: Policy,
     epochs: AtomicU64,
     retention_stop: Mutex<Option<mpsc::Sender<()>>>,
     retention_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     match mutex.lock() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
@@ -191,204 +189,15 @@ impl Rocksmq {
         Ok((next > FIRST_MESSAGE_ID).then(|| next - 1))
     }
 
-    /// Creates consumer group `group` on `topic`, starting at the oldest message or after the
-    /// newest. `InvalidArgument` if it already exists.
-    pub fn create_consumer_group(
-        &self,
-        topic: &str,
-        group: &str,
-        start: InitialPosition,
-    ) -> Result<()> {
-        if self.create_group_if_missing(topic, group, start)? {
-            Ok(())
-        } else {
-            Err(Error::InvalidArgument(format!(
-                "consumer group {group:?} of topic {topic:?} already exists"
-            )))
-        }
-    }
-
-    /// Creates `group` at `start` unless it exists (then its position is kept). Returns whether
-    /// it was created.
-    pub(crate) fn create_group_if_missing(
-        &self,
-        topic: &str,
-        group: &str,
-        start: InitialPosition,
-    ) -> Result<bool> {
-        let state = self.topic(topic)?;
-        validate_group(group)?;
-        let _groups = lock(&self.inner.groups);
-        self.inner.store.with(|db| {
-            if group::get(db, state.id, group)?.is_some() {
-                return Ok(false);
-            }
-            let committed = match start {
-                InitialPosition::Earliest => 0,
-                InitialPosition::Latest => state.tail().next_id,
-            };
-            let record = GroupRecord {
-                committed,
-                active_ms: now_ms(),
-            };
-            group::put(db, state.id, group, record)?;
-            Ok(true)
-        })
-    }
-
-    /// Whether consumer group `group` of `topic` exists.
-    pub fn consumer_group_exists(&self, topic: &str, group: &str) -> Result<bool> {
-        let state = self.topic(topic)?;
-        validate_group(group)?;
-        self.inner
-            .store
-            .with(|db| Ok(group::get(db, state.id, group)?.is_some()))
-    }
-
-    /// Deletes consumer group `group` of `topic`; `InvalidArgument` if it does not exist.
-    pub fn destroy_consumer_group(&self, topic: &str, group: &str) -> Result<()> {
-        let state = self.topic(topic)?;
-        validate_group(group)?;
-        let _groups = lock(&self.inner.groups);
-        self.inner.store.with(|db| {
-            group::require(db, state.id, topic, group)?;
-            group::delete(db, state.id, group)
-        })
-    }
-
-    /// The consumer groups of `topic` with their positions and lag, sorted by name.
-    pub fn consumer_groups(&self, topic: &str) -> Result<Vec<GroupInfo>> {
-        let state = self.topic(topic)?;
-        let next = state.tail().next_id;
-        let groups = self.inner.store.with(|db| group::list(db, state.id))?;
-        Ok(groups
-            .into_iter()
-            .map(|(name, record)| GroupInfo {
-                name,
-                committed: record.committed,
-                lag: next.saturating_sub(record.committed.max(FIRST_MESSAGE_ID)),
-            })
-            .collect())
-    }
-
-    /// The committed position (first unacknowledged id) of `group`.
-    pub fn committed_position(&self, topic: &str, group: &str) -> Result<u64> {
-        let state = self.topic(topic)?;
-        validate_group(group)?;
-        self.inner
-            .store
-            .with(|db| Ok(group::require(db, state.id, topic, group)?.committed))
-    }
-
-    /// Acknowledges `id` and everything before it for `group`: its committed position moves to
-    /// `id + 1` unless it is already further.
-    pub fn ack(&self, topic: &str, group: &str, id: u64) -> Result<()> {
-        let state = self.topic(topic)?;
-        validate_group(group)?;
-        let next = state.tail().next_id;
-        if id < FIRST_MESSAGE_ID || id >= next {
-            return Err(Error::InvalidArgument(format!(
-                "cannot ack message {id} of topic {topic:?}: ids so far are {FIRST_MESSAGE_ID}..{next}"
-            )));
-        }
-        let _groups = lock(&self.inner.groups);
-        self.inner.store.with(|db| {
-            let record = group::require(db, state.id, topic, group)?;
-            let committed = record.committed.max(id + 1);
-            group::put(
-                db,
-                state.id,
-                group,
-                GroupRecord {
-                    committed,
-                    active_ms: now_ms(),
-                },
-            )
-        })
-    }
-
-    /// Moves `group` so that the next message delivered is `id` (inclusive); backwards is allowed.
-    /// The move is durable: it is the group's committed position from now on.
-    pub fn seek(&self, topic: &str, group: &str, id: u64) -> Result<()> {
-        let state = self.topic(topic)?;
-        validate_group(group)?;
-        let next = state.tail().next_id;
-        if id > next {
-            return Err(Error::InvalidArgument(format!(
-                "cannot seek topic {topic:?} to {id}: the next id is {next}"
-            )));
-        }
-        let _groups = lock(&self.inner.groups);
-        self.inner.store.with(|db| {
-            group::require(db, state.id, topic, group)?;
-            group::put(
-                db,
-                state.id,
-                group,
-                GroupRecord {
-                    committed: id,
-                    active_ms: now_ms(),
-                },
-            )
-        })
-    }
-
-    /// Moves `group` past every message produced so far; returns its new position.
-    pub fn seek_to_latest(&self, topic: &str, group: &str) -> Result<u64> {
-        let next = self.topic(topic)?.tail().next_id;
-        self.seek(topic, group, next)?;
-        Ok(next)
-    }
-
-    /// A cursor of existing consumer group `group`, starting at its committed position.
-    pub fn subscribe(&self, topic: &str, group: &str) -> Result<Subscription> {
-        let committed = self.committed_position(topic, group)?;
-        let state = self.topic(topic)?;
-        Ok(Subscription::new(
-            self.clone(),
-            group.to_owned(),
-            Cursor::new(state, committed),
-        ))
-    }
-
     /// A non-durable reader of `topic` whose first message is the first with id ≥ `from`.
     pub fn reader(&self, topic: &str, from: u64) -> Result<TopicReader> {
         let state = self.topic(topic)?;
         Ok(TopicReader::new(self.clone(), Cursor::new(state, from)))
     }
 
-    /// Runs one retention pass over every topic now (the scheduled pass calls this too).
-    pub fn run_retention(&self) -> Result<RetentionReport> {
-        let mut report = RetentionReport::default();
-        let now = now_ms();
-        for topic in self.inner.topics.all() {
-            let open_bytes = topic.tail().page_bytes;
-            let removed = self.inner.store.with(|db| {
-                let pages = retention::pages(db, topic.id)?;
-                if pages.is_empty() {
-                    return Ok(RetentionReport::default());
-                }
-                let idle_ms = self
-                    .inner
-                    .policy
-                    .ignore_idle
-                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-                let min_committed = group::list(db, topic.id)?
-                    .into_iter()
-                    .filter(|(_, g)| {
-                        idle_ms.is_none_or(|idle| g.active_ms.saturating_add(idle) > now)
-                    })
-                    .map(|(_, g)| g.committed)
-                    .min();
-                let count =
-                    retention::plan(&pages, open_bytes, min_committed, now, &self.inner.policy);
-                retention::delete_pages(db, topic.id, &pages[..count])
-            })?;
-            report.pages += removed.pages;
-            report.messages += removed.messages;
-            report.bytes += removed.bytes;
-        }
-        Ok(report)
+    /// Counters of the write path (how well group commit batches concurrent producers).
+    pub fn write_stats(&self) -> WriteStats {
+        self.inner.writer.stats()
     }
 
     /// A fresh delivery epoch, unique in this process (see `msgstream::mq::Delivery`).

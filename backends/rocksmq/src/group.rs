@@ -2,15 +2,20 @@
 //!
 //! A group's record holds its *committed* position, the first id it has not acknowledged. It is
 //! written with the queue's durability on every ack and seek, so a group resumes where it left
-//! off after a restart (Milvus keeps these in memory only). The functions here are single
-//! reads and writes; the engine serialises read-modify-write sequences.
+//! off after a restart (Milvus keeps these in memory only). The record functions are single reads
+//! and writes; the [`Rocksmq`] methods below serialise read-modify-write sequences under one lock.
 
-use msgstream::mq::validate_channel_name;
+use msgstream::mq::{validate_channel_name, InitialPosition};
 use msgstream::{Error, Result};
 
 use crate::codec::GroupRecord;
+use crate::engine::lock;
 use crate::keys::{group_key, group_name_from_key, topic_prefix, topic_upper_bound, CF_GROUPS};
+use crate::read::Cursor;
 use crate::store::{db_error, Db};
+use crate::topics::FIRST_MESSAGE_ID;
+use crate::writer::now_ms;
+use crate::{Rocksmq, Subscription};
 
 /// A consumer group as listed by [`crate::Rocksmq::consumer_groups`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,4 +86,167 @@ pub(crate) fn list(db: &Db<'_>, topic: u64) -> Result<Vec<(String, GroupRecord)>
     iter.status()
         .map_err(|e| db_error("listing consumer groups", e))?;
     Ok(groups)
+}
+
+/// Consumer-group administration and positions.
+impl Rocksmq {
+    /// Creates consumer group `group` on `topic`, starting at the oldest message or after the
+    /// newest. `InvalidArgument` if it already exists.
+    pub fn create_consumer_group(
+        &self,
+        topic: &str,
+        group: &str,
+        start: InitialPosition,
+    ) -> Result<()> {
+        if self.create_group_if_missing(topic, group, start)? {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "consumer group {group:?} of topic {topic:?} already exists"
+            )))
+        }
+    }
+
+    /// Creates `group` at `start` unless it exists (then its position is kept). Returns whether
+    /// it was created.
+    pub(crate) fn create_group_if_missing(
+        &self,
+        topic: &str,
+        group: &str,
+        start: InitialPosition,
+    ) -> Result<bool> {
+        let state = self.topic(topic)?;
+        validate_group(group)?;
+        let _groups = lock(&self.inner.groups);
+        self.inner.store.with(|db| {
+            if get(db, state.id, group)?.is_some() {
+                return Ok(false);
+            }
+            let committed = match start {
+                InitialPosition::Earliest => 0,
+                InitialPosition::Latest => state.tail().next_id,
+            };
+            let record = GroupRecord {
+                committed,
+                active_ms: now_ms(),
+            };
+            put(db, state.id, group, record)?;
+            Ok(true)
+        })
+    }
+
+    /// Whether consumer group `group` of `topic` exists.
+    pub fn consumer_group_exists(&self, topic: &str, group: &str) -> Result<bool> {
+        let state = self.topic(topic)?;
+        validate_group(group)?;
+        self.inner
+            .store
+            .with(|db| Ok(get(db, state.id, group)?.is_some()))
+    }
+
+    /// Deletes consumer group `group` of `topic`; `InvalidArgument` if it does not exist.
+    pub fn destroy_consumer_group(&self, topic: &str, group: &str) -> Result<()> {
+        let state = self.topic(topic)?;
+        validate_group(group)?;
+        let _groups = lock(&self.inner.groups);
+        self.inner.store.with(|db| {
+            require(db, state.id, topic, group)?;
+            delete(db, state.id, group)
+        })
+    }
+
+    /// The consumer groups of `topic` with their positions and lag, sorted by name.
+    pub fn consumer_groups(&self, topic: &str) -> Result<Vec<GroupInfo>> {
+        let state = self.topic(topic)?;
+        let next = state.tail().next_id;
+        let groups = self.inner.store.with(|db| list(db, state.id))?;
+        Ok(groups
+            .into_iter()
+            .map(|(name, record)| GroupInfo {
+                name,
+                committed: record.committed,
+                lag: next.saturating_sub(record.committed.max(FIRST_MESSAGE_ID)),
+            })
+            .collect())
+    }
+
+    /// The committed position (first unacknowledged id) of `group`.
+    pub fn committed_position(&self, topic: &str, group: &str) -> Result<u64> {
+        let state = self.topic(topic)?;
+        validate_group(group)?;
+        self.inner
+            .store
+            .with(|db| Ok(require(db, state.id, topic, group)?.committed))
+    }
+
+    /// Acknowledges `id` and everything before it for `group`: its committed position moves to
+    /// `id + 1` unless it is already further.
+    pub fn ack(&self, topic: &str, group: &str, id: u64) -> Result<()> {
+        let state = self.topic(topic)?;
+        validate_group(group)?;
+        let next = state.tail().next_id;
+        if id < FIRST_MESSAGE_ID || id >= next {
+            return Err(Error::InvalidArgument(format!(
+                "cannot ack message {id} of topic {topic:?}: ids so far are {FIRST_MESSAGE_ID}..{next}"
+            )));
+        }
+        let _groups = lock(&self.inner.groups);
+        self.inner.store.with(|db| {
+            let record = require(db, state.id, topic, group)?;
+            let committed = record.committed.max(id + 1);
+            put(
+                db,
+                state.id,
+                group,
+                GroupRecord {
+                    committed,
+                    active_ms: now_ms(),
+                },
+            )
+        })
+    }
+
+    /// Moves `group` so that the next message delivered is `id` (inclusive); backwards is allowed.
+    /// The move is durable: it is the group's committed position from now on.
+    pub fn seek(&self, topic: &str, group: &str, id: u64) -> Result<()> {
+        let state = self.topic(topic)?;
+        validate_group(group)?;
+        let next = state.tail().next_id;
+        if id > next {
+            return Err(Error::InvalidArgument(format!(
+                "cannot seek topic {topic:?} to {id}: the next id is {next}"
+            )));
+        }
+        let _groups = lock(&self.inner.groups);
+        self.inner.store.with(|db| {
+            require(db, state.id, topic, group)?;
+            put(
+                db,
+                state.id,
+                group,
+                GroupRecord {
+                    committed: id,
+                    active_ms: now_ms(),
+                },
+            )
+        })
+    }
+
+    /// Moves `group` past every message produced so far; returns its new position.
+    pub fn seek_to_latest(&self, topic: &str, group: &str) -> Result<u64> {
+        let next = self.topic(topic)?.tail().next_id;
+        self.seek(topic, group, next)?;
+        Ok(next)
+    }
+
+    /// A cursor of existing consumer group `group`, starting at its committed position.
+    pub fn subscribe(&self, topic: &str, group: &str) -> Result<Subscription> {
+        let committed = self.committed_position(topic, group)?;
+        let state = self.topic(topic)?;
+        Ok(Subscription::new(
+            self.clone(),
+            group.to_owned(),
+            Cursor::new(state, committed),
+        ))
+    }
 }

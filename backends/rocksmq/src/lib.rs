@@ -43,6 +43,7 @@ pub use read::StoredMessage;
 pub use retention::RetentionReport;
 pub use store::{column_family_options, database_options};
 pub use subscription::{Subscription, TopicReader};
+pub use writer::WriteStats;
 
 /// First id a topic gives out: id 0 precedes every message.
 pub const FIRST_MESSAGE_ID: u64 = topics::FIRST_MESSAGE_ID;

@@ -21,6 +21,8 @@ use crate::codec::PageRecord;
 use crate::keys::{message_id_from_key, message_key, topic_prefix, topic_upper_bound};
 use crate::keys::{CF_MESSAGES, CF_PAGES, CF_PROPERTIES};
 use crate::store::{db_error, Db};
+use crate::writer::now_ms;
+use crate::{group, Rocksmq};
 
 /// What retention applies, from [`crate::RocksmqOptions`].
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +116,42 @@ pub(crate) fn delete_pages(db: &Db<'_>, topic: u64, deleted: &[Page]) -> Result<
         messages: last.record.last_id + 1 - first.first_id,
         bytes: deleted.iter().map(|p| p.record.bytes).sum(),
     })
+}
+
+/// The retention pass.
+impl Rocksmq {
+    /// Runs one retention pass over every topic now (the scheduled pass calls this too).
+    pub fn run_retention(&self) -> Result<RetentionReport> {
+        let mut report = RetentionReport::default();
+        let now = now_ms();
+        for topic in self.inner.topics.all() {
+            let open_bytes = topic.tail().page_bytes;
+            let removed = self.inner.store.with(|db| {
+                let pages = pages(db, topic.id)?;
+                if pages.is_empty() {
+                    return Ok(RetentionReport::default());
+                }
+                let idle_ms = self
+                    .inner
+                    .policy
+                    .ignore_idle
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                let min_committed = group::list(db, topic.id)?
+                    .into_iter()
+                    .filter(|(_, g)| {
+                        idle_ms.is_none_or(|idle| g.active_ms.saturating_add(idle) > now)
+                    })
+                    .map(|(_, g)| g.committed)
+                    .min();
+                let count = plan(&pages, open_bytes, min_committed, now, &self.inner.policy);
+                delete_pages(db, topic.id, &pages[..count])
+            })?;
+            report.pages += removed.pages;
+            report.messages += removed.messages;
+            report.bytes += removed.bytes;
+        }
+        Ok(report)
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //! always in the first one.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -27,10 +28,13 @@ use crate::keys::{message_key, topic_tail_key, CF_MESSAGES, CF_META, CF_PAGES, C
 use crate::store::{Store, BACKEND};
 use crate::topics::TopicState;
 
+/// Where a producer waits for its ids.
+type Reply = oneshot::Sender<Result<Range<u64>>>;
+
 struct Request {
     topic: Arc<TopicState>,
     messages: Vec<ProducerMessage>,
-    reply: oneshot::Sender<Result<Range<u64>>>,
+    reply: Reply,
 }
 
 #[derive(Default)]
@@ -45,6 +49,17 @@ pub(crate) struct Writer {
     commit: Mutex<()>,
     page_size: u64,
     syncs: bool,
+    writes: AtomicU64,
+    batches: AtomicU64,
+}
+
+/// Counters of the write path, to see group commit at work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// RocksDB writes of message data (one per commit group).
+    pub writes: u64,
+    /// Produce calls (batches) committed by those writes.
+    pub batches: u64,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -71,6 +86,16 @@ impl Writer {
             commit: Mutex::default(),
             page_size: page_size.max(1),
             syncs,
+            writes: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+        }
+    }
+
+    /// What has been written so far.
+    pub fn stats(&self) -> WriteStats {
+        WriteStats {
+            writes: self.writes.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
         }
     }
 
@@ -134,8 +159,7 @@ impl Writer {
     fn commit_group(&self, store: &Store, group: Vec<Request>) {
         let _commit = lock(&self.commit);
         let mut tails: Vec<(Arc<TopicState>, Tail)> = Vec::new();
-        let mut answers: Vec<(oneshot::Sender<Result<Range<u64>>>, Result<Range<u64>>)> =
-            Vec::with_capacity(group.len());
+        let mut answers: Vec<(Reply, Result<Range<u64>>)> = Vec::with_capacity(group.len());
         let now = now_ms();
         let written = store.with(|db| {
             let messages_cf = db.cf(CF_MESSAGES)?;
@@ -196,6 +220,9 @@ impl Writer {
         });
         match written {
             Ok(()) => {
+                self.writes.fetch_add(1, Ordering::Relaxed);
+                self.batches
+                    .fetch_add(answers.len() as u64, Ordering::Relaxed);
                 for (topic, tail) in tails {
                     *lock(&topic.tail) = tail;
                     topic.visible.send_replace(tail.next_id);
@@ -220,5 +247,63 @@ impl Writer {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topics::Topics;
+    use crate::Durability;
+
+    /// Batches that queue up while a write is in progress go out together in the next one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    #[expect(
+        clippy::await_holding_lock,
+        reason = "holding the commit lock while producers queue up is what this test does"
+    )]
+    async fn queued_batches_share_one_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Arc::new(Store::open(dir.path(), Durability::Buffered).expect("open"));
+        let topics = store.with(Topics::load).expect("topics");
+        let topic = store
+            .with(|db| topics.get_or_create(db, "t"))
+            .expect("topic");
+        let writer = Arc::new(Writer::new(1 << 20, false));
+        let blocked = writer.exclusive();
+        let spawn = |n: usize| {
+            let (writer, store, topic) = (writer.clone(), store.clone(), topic.clone());
+            let messages = (0..n).map(|_| ProducerMessage::new("x")).collect();
+            tokio::spawn(async move { writer.append(&store, topic, messages).await })
+        };
+        // The first caller leads and waits for the commit lock; the others queue behind it.
+        let leader = spawn(1);
+        while !lock(&writer.queue).leading {
+            tokio::task::yield_now().await;
+        }
+        let followers = [spawn(2), spawn(3)];
+        while lock(&writer.queue).pending.len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        drop(blocked);
+        assert_eq!(leader.await.expect("join").expect("append"), 1..2);
+        let mut ranges = Vec::new();
+        for follower in followers {
+            ranges.push(follower.await.expect("join").expect("append"));
+        }
+        ranges.sort_by_key(|r| r.start);
+        assert_eq!(ranges.iter().map(|r| r.end - r.start).sum::<u64>(), 5);
+        assert_eq!(
+            (ranges[0].start, ranges[1].end),
+            (2, 7),
+            "consecutive, no gap"
+        );
+        assert_eq!(
+            writer.stats(),
+            WriteStats {
+                writes: 2,
+                batches: 3
+            }
+        );
     }
 }

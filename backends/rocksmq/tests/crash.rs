@@ -58,6 +58,16 @@ fn child_producer() {
     });
 }
 
+/// While the child holds the database, opening it here is a clear error, not a panic.
+fn assert_locked_by_child(path: &std::path::Path) {
+    match Rocksmq::open(options(path)) {
+        Err(msgstream::Error::Backend { message, .. }) => {
+            assert!(message.contains("locked"), "{message}")
+        }
+        other => panic!("expected the child's lock, got {other:?}"),
+    }
+}
+
 /// A small xorshift seeded from the clock: a different kill moment on every run.
 fn random(state: &mut u64) -> u64 {
     *state ^= *state << 13;
@@ -98,6 +108,9 @@ async fn every_acknowledged_id_survives_sigkill() {
             // libtest may print "test child_producer ... " without a newline before the output.
             let ack = line.split_once("ACK ").map(|(_, id)| id.parse::<u64>());
             if let Some(Ok(id)) = ack {
+                if acked.is_empty() {
+                    assert_locked_by_child(dir.path());
+                }
                 acked.push(id);
                 if acked.len() as u64 == kill_after {
                     child.kill().expect("SIGKILL");

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use msgstream::mq::{InitialPosition, ProducerMessage, Properties};
 use msgstream::Error;
-use msgstream_rocksmq::{Rocksmq, RocksmqOptions, FIRST_MESSAGE_ID};
+use msgstream_rocksmq::{Durability, Rocksmq, RocksmqOptions, FIRST_MESSAGE_ID};
 
 fn options(dir: &tempfile::TempDir) -> RocksmqOptions {
     let mut options = RocksmqOptions::new(dir.path());
@@ -252,4 +252,22 @@ async fn concurrent_producers_get_distinct_consecutive_ids() {
     assert_eq!(ids, (1..=1200).collect::<Vec<_>>());
     let all = mq.reader("t", 0).expect("reader").read(2000).expect("read");
     assert_eq!(all.len(), 1200);
+}
+
+#[tokio::test]
+async fn synced_durability_modes_write_and_reopen() {
+    for sync in [Durability::SyncData, Durability::SyncAll] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut options = options(&dir);
+        options.sync = sync;
+        let mq = Rocksmq::open(options.clone()).expect("open");
+        mq.create_topic("t").expect("topic");
+        assert_eq!(
+            mq.produce("t", messages("m", 2)).await.expect("produce"),
+            1..3
+        );
+        mq.close();
+        let mq = Rocksmq::open(options).expect("reopen");
+        assert_eq!(mq.latest_message_id("t").expect("latest"), Some(2));
+    }
 }
