@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use msgstream::mq::Properties;
 use msgstream::{Error, Result};
 use tokio::sync::watch;
@@ -23,9 +23,16 @@ pub struct StoredMessage {
     pub properties: Properties,
 }
 
+/// Payload bytes read into one shared buffer before a read stops early.
+const READ_CHUNK_BYTES: usize = 4 << 20;
+
 /// Reads up to `limit` messages of `topic` with ids in `from..upto`, in id order, into `out`.
 /// Returns the id after the last one read, or `upto` when the range held no more than that
 /// (ids removed by retention are skipped, never waited for).
+///
+/// The payloads of one read share a single buffer (each message's `Bytes` is a slice of it), so
+/// a read costs one allocation instead of one per message; holding one message keeps at most
+/// that read's buffer (≤ 4 MiB plus one payload) alive.
 pub(crate) fn read_range(
     db: &Db<'_>,
     topic: u64,
@@ -48,15 +55,20 @@ pub(crate) fn read_range(
     let mut properties = db.db.raw_iterator_cf_opt(db.cf(CF_PROPERTIES)?, bounded());
     messages.seek(start);
     properties.seek(start);
-    let mut taken = 0;
+    let mut data = BytesMut::new();
+    let mut read: Vec<(u64, usize, Properties)> = Vec::new();
     let mut next = upto;
     while let (Some(key), Some(value)) = (messages.key(), messages.value()) {
-        if taken == limit {
-            next = message_id_from_key(topic, key).unwrap_or(upto);
-            break;
-        }
         let id = message_id_from_key(topic, key)
             .ok_or_else(|| Error::Decode(format!("malformed message key {key:02x?}")))?;
+        if read.len() == limit || data.len() >= READ_CHUNK_BYTES {
+            next = id;
+            break;
+        }
+        if read.is_empty() {
+            read.reserve(limit.min(1024));
+            data.reserve((value.len() * limit.min(1024)).min(READ_CHUNK_BYTES));
+        }
         while properties.key().is_some_and(|k| k < key) {
             properties.next();
         }
@@ -64,12 +76,8 @@ pub(crate) fn read_range(
             (Some(k), Some(v)) if k == key => decode_properties(v)?,
             _ => Properties::new(),
         };
-        out.push(StoredMessage {
-            id,
-            payload: Bytes::copy_from_slice(value),
-            properties: props,
-        });
-        taken += 1;
+        data.extend_from_slice(value);
+        read.push((id, value.len(), props));
         messages.next();
     }
     messages
@@ -78,6 +86,12 @@ pub(crate) fn read_range(
     properties
         .status()
         .map_err(|e| db_error("reading message properties", e))?;
+    let mut data = data.freeze();
+    out.extend(read.into_iter().map(|(id, len, properties)| StoredMessage {
+        id,
+        payload: data.split_to(len),
+        properties,
+    }));
     Ok(next)
 }
 

@@ -6,6 +6,7 @@
 //! can reopen the path), and every later operation sees `None` and returns `Error::Closed`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 
 use msgstream::{Error, Result};
@@ -70,6 +71,8 @@ impl Db<'_> {
 /// The database, closable.
 pub(crate) struct Store {
     db: RwLock<Option<DB>>,
+    /// Set before the database is dropped: a lock-free check for hot paths.
+    closed: AtomicBool,
     write_options: rocksdb::WriteOptions,
     path: PathBuf,
 }
@@ -98,6 +101,7 @@ impl Store {
         })?;
         Ok(Store {
             db: RwLock::new(Some(db)),
+            closed: AtomicBool::new(false),
             write_options: durability.write_options(),
             path: path.to_path_buf(),
         })
@@ -118,11 +122,12 @@ impl Store {
 
     /// Whether [`Store::close`] was called.
     pub fn is_closed(&self) -> bool {
-        self.db.read().map(|db| db.is_none()).unwrap_or(true)
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Waits for operations in flight, flushes the WAL and drops the database.
     pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
         let mut guard = match self.db.write() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),

@@ -34,7 +34,8 @@ type Reply = oneshot::Sender<Result<Range<u64>>>;
 struct Request {
     topic: Arc<TopicState>,
     messages: Vec<ProducerMessage>,
-    reply: Reply,
+    /// `None` for the leader's own request, answered by return value.
+    reply: Option<Reply>,
 }
 
 #[derive(Default)]
@@ -119,47 +120,66 @@ impl Writer {
             let next = topic.tail().next_id;
             return Ok(next..next);
         }
-        let (reply, answer) = oneshot::channel();
-        let lead = {
-            let mut queue = lock(&self.queue);
-            queue.pending.push(Request {
-                topic,
-                messages,
-                reply,
-            });
-            !std::mem::replace(&mut queue.leading, true)
+        let mut request = Request {
+            topic,
+            messages,
+            reply: None,
         };
-        if lead {
-            let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
-                handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-            });
-            if self.syncs && multi_threaded {
-                tokio::task::block_in_place(|| self.lead(store));
+        // Either this caller leads (and keeps its request) or it queues it and waits.
+        let role = {
+            let mut queue = lock(&self.queue);
+            if queue.leading {
+                let (reply, answer) = oneshot::channel();
+                request.reply = Some(reply);
+                queue.pending.push(request);
+                Err(answer)
             } else {
-                self.lead(store);
+                queue.leading = true;
+                Ok(request)
             }
-        }
+        };
+        let answer = match role {
+            Ok(request) => {
+                let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+                    handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                });
+                return if self.syncs && multi_threaded {
+                    tokio::task::block_in_place(|| self.lead(store, request))
+                } else {
+                    self.lead(store, request)
+                };
+            }
+            Err(answer) => answer,
+        };
         answer.await.map_err(|_| Error::Closed("rocksmq writer"))?
     }
 
-    fn lead(&self, store: &Store) {
+    /// Commits the leader's own request with whatever queued meanwhile, then keeps committing
+    /// until the queue is empty. Returns the leader's own answer.
+    fn lead(&self, store: &Store, own: Request) -> Result<Range<u64>> {
+        let mut group = vec![own];
+        group.append(&mut lock(&self.queue).pending);
+        let mine = self.commit_group(store, group);
         loop {
             let group = {
                 let mut queue = lock(&self.queue);
                 if queue.pending.is_empty() {
                     queue.leading = false;
-                    return;
+                    break;
                 }
                 std::mem::take(&mut queue.pending)
             };
             self.commit_group(store, group);
         }
+        mine.unwrap_or(Err(Error::Closed("rocksmq client")))
     }
 
-    fn commit_group(&self, store: &Store, group: Vec<Request>) {
+    /// Writes `group` in one batch and answers the followers; returns the answer of the request
+    /// without a reply channel (the leader's own), if it was in the group and the store open.
+    fn commit_group(&self, store: &Store, group: Vec<Request>) -> Option<Result<Range<u64>>> {
         let _commit = lock(&self.commit);
         let mut tails: Vec<(Arc<TopicState>, Tail)> = Vec::new();
-        let mut answers: Vec<(Reply, Result<Range<u64>>)> = Vec::with_capacity(group.len());
+        let mut answers: Vec<(Option<Reply>, Result<Range<u64>>)> = Vec::with_capacity(group.len());
         let now = now_ms();
         let written = store.with(|db| {
             let messages_cf = db.cf(CF_MESSAGES)?;
@@ -218,7 +238,7 @@ impl Writer {
             }
             db.write(batch)
         });
-        match written {
+        let answers: Vec<_> = match written {
             Ok(()) => {
                 self.writes.fetch_add(1, Ordering::Relaxed);
                 self.batches
@@ -227,26 +247,35 @@ impl Writer {
                     *lock(&topic.tail) = tail;
                     topic.visible.send_replace(tail.next_id);
                 }
-                for (reply, answer) in answers {
-                    // A caller that stopped waiting loses only the answer; its data is written.
-                    let _ = reply.send(answer);
-                }
+                answers
             }
             Err(e) => {
                 let closed = matches!(e, Error::Closed(_));
                 let message = e.to_string();
                 let transient = e.is_transient();
-                for (reply, answer) in answers {
-                    let failure = match answer {
-                        Err(own) => own,
-                        Ok(_) if closed => Error::Closed("rocksmq client"),
-                        Ok(_) if transient => Error::transient(BACKEND, message.clone()),
-                        Ok(_) => Error::backend(BACKEND, message.clone()),
-                    };
-                    let _ = reply.send(Err(failure));
-                }
+                answers
+                    .into_iter()
+                    .map(|(reply, answer)| {
+                        let failure = match answer {
+                            Err(own) => own,
+                            Ok(_) if closed => Error::Closed("rocksmq client"),
+                            Ok(_) if transient => Error::transient(BACKEND, message.clone()),
+                            Ok(_) => Error::backend(BACKEND, message.clone()),
+                        };
+                        (reply, Err(failure))
+                    })
+                    .collect()
+            }
+        };
+        let mut own = None;
+        for (reply, answer) in answers {
+            match reply {
+                // A caller that stopped waiting loses only the answer; its data is written.
+                Some(reply) => drop(reply.send(answer)),
+                None => own = Some(answer),
             }
         }
+        own
     }
 }
 

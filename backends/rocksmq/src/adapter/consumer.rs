@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use msgstream::mq::{Consumer, Delivery, Message, MessageId};
 use msgstream::{Error, Result};
 
-use super::{engine_id, seek_position, to_message};
+use super::{engine_id, seek_position, to_message, with_ids};
 use crate::{Rocksmq, StoredMessage, Subscription};
 
 /// A consumer: prefetches up to `buffer` messages at a time from the group's cursor.
@@ -22,7 +22,7 @@ use crate::{Rocksmq, StoredMessage, Subscription};
 pub struct RocksmqConsumer {
     engine: Rocksmq,
     subscription: Subscription,
-    buffer: VecDeque<StoredMessage>,
+    buffer: VecDeque<(MessageId, StoredMessage)>,
     capacity: usize,
     epoch: u64,
     closed: bool,
@@ -66,7 +66,7 @@ impl Consumer for RocksmqConsumer {
                 )));
             }
             match self.subscription.next_batch(self.capacity).await {
-                Ok(batch) => self.buffer.extend(batch),
+                Ok(batch) => self.buffer.extend(with_ids(batch)),
                 Err(Error::Closed(_)) => return Ok(None),
                 Err(e) => return Err(e),
             }

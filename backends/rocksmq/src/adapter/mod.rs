@@ -14,6 +14,7 @@ pub use consumer::RocksmqConsumer;
 pub use producer::RocksmqProducer;
 pub use reader::RocksmqReader;
 
+use bytes::{BufMut, BytesMut};
 use msgstream::mq::{Delivery, Message, MessageId};
 use msgstream::{Error, Result};
 
@@ -35,10 +36,36 @@ pub(crate) fn seek_position(id: &MessageId, inclusive: bool) -> Result<u64> {
     Ok(if inclusive { id } else { id.saturating_add(1) })
 }
 
-pub(crate) fn to_message(topic: &str, stored: StoredMessage, delivery: Delivery) -> Message {
+/// The message ids of `ids`, sharing one 8-bytes-per-id buffer: one allocation per batch
+/// instead of one per message.
+pub(crate) fn message_ids(ids: impl Iterator<Item = u64>) -> Vec<MessageId> {
+    let mut buffer = BytesMut::with_capacity(ids.size_hint().0 * 8);
+    for id in ids {
+        buffer.put_u64(id);
+    }
+    let mut buffer = buffer.freeze();
+    (0..buffer.len() / 8)
+        .map(|_| MessageId::from_backend_bytes(buffer.split_to(8)))
+        .collect()
+}
+
+/// A batch read from the engine, with its message ids, ready to be delivered one by one.
+pub(crate) fn with_ids(
+    batch: Vec<StoredMessage>,
+) -> impl Iterator<Item = (MessageId, StoredMessage)> {
+    message_ids(batch.iter().map(|m| m.id))
+        .into_iter()
+        .zip(batch)
+}
+
+pub(crate) fn to_message(
+    topic: &str,
+    (id, stored): (MessageId, StoredMessage),
+    delivery: Delivery,
+) -> Message {
     Message {
         topic: topic.to_owned(),
-        id: MessageId::from_u64(stored.id),
+        id,
         payload: stored.payload,
         properties: stored.properties,
         delivery,

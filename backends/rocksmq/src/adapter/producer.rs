@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use msgstream::mq::{MessageId, Producer, ProducerMessage};
 use msgstream::{Error, Result};
 
+use super::message_ids;
 use crate::topics::TopicState;
 use crate::Rocksmq;
 
@@ -46,7 +47,7 @@ impl Producer for RocksmqProducer {
             return Err(Error::Closed("rocksmq producer"));
         }
         let ids = self.engine.produce_to(self.topic.clone(), messages).await?;
-        Ok(ids.map(MessageId::from_u64).collect())
+        Ok(message_ids(ids))
     }
 
     async fn close(&self) {

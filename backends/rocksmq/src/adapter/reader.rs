@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use msgstream::mq::{Delivery, Message, MessageId, Reader};
 use msgstream::{Error, Result};
 
-use super::{seek_position, to_message};
+use super::{seek_position, to_message, with_ids};
 use crate::{StoredMessage, TopicReader};
 
 const PREFETCH: usize = 256;
@@ -15,7 +15,7 @@ const PREFETCH: usize = 256;
 /// `next` waits on the writer's notification and is cancel-safe.
 pub struct RocksmqReader {
     reader: TopicReader,
-    buffer: VecDeque<StoredMessage>,
+    buffer: VecDeque<(MessageId, StoredMessage)>,
     closed: bool,
 }
 
@@ -49,7 +49,7 @@ impl Reader for RocksmqReader {
                 return Ok(to_message(self.reader.topic(), stored, Delivery::default()));
             }
             let batch = self.reader.next_batch(PREFETCH).await?;
-            self.buffer.extend(batch);
+            self.buffer.extend(with_ids(batch));
         }
     }
 
@@ -57,7 +57,7 @@ impl Reader for RocksmqReader {
         self.check_open()?;
         if self.buffer.is_empty() {
             let batch = self.reader.read(PREFETCH)?;
-            self.buffer.extend(batch);
+            self.buffer.extend(with_ids(batch));
         }
         Ok(!self.buffer.is_empty())
     }
