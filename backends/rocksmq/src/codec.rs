@@ -6,18 +6,6 @@
 use msgstream::mq::Properties;
 use msgstream::{Error, Result};
 
-/// Where a topic's log ends: rewritten in the same batch as every append, so after a crash the
-/// next id and the open page are exactly those of the last durable batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Tail {
-    /// Id the next message will get (ids start at 1, so 0 precedes every message).
-    pub next_id: u64,
-    /// First id of the open (tail) page.
-    pub page_first: u64,
-    /// Payload and property bytes in the open page.
-    pub page_bytes: u64,
-}
-
 /// A consumer group's durable state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GroupRecord {
@@ -66,21 +54,6 @@ fn encode_words<const N: usize, const B: usize>(values: [u64; N]) -> [u8; B] {
 /// A single big-endian `u64` value (message ids, topic ids).
 pub(crate) fn decode_u64(what: &str, bytes: &[u8]) -> Result<u64> {
     words::<1>(what, bytes).map(|[v]| v)
-}
-
-impl Tail {
-    pub(crate) fn encode(&self) -> [u8; 24] {
-        encode_words([self.next_id, self.page_first, self.page_bytes])
-    }
-
-    pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
-        let [next_id, page_first, page_bytes] = words("topic tail", bytes)?;
-        Ok(Tail {
-            next_id,
-            page_first,
-            page_bytes,
-        })
-    }
 }
 
 impl GroupRecord {
@@ -169,12 +142,6 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        let tail = Tail {
-            next_id: 9,
-            page_first: 3,
-            page_bytes: 700,
-        };
-        assert_eq!(Tail::decode(&tail.encode()).ok(), Some(tail));
         let group = GroupRecord {
             committed: 5,
             active_ms: 77,

@@ -9,7 +9,7 @@ use msgstream::mq::ProducerMessage;
 use msgstream::{Error, Result};
 
 use crate::keys::{
-    topic_name_key, topic_prefix, topic_tail_key, topic_upper_bound, CF_GROUPS, CF_MESSAGES,
+    topic_floor_key, topic_name_key, topic_prefix, topic_upper_bound, CF_GROUPS, CF_MESSAGES,
     CF_META, CF_PAGES, CF_PROPERTIES,
 };
 use crate::read::Cursor;
@@ -152,7 +152,7 @@ impl Rocksmq {
                 batch.delete_range_cf(db.cf(cf)?, from, to);
             }
             batch.delete_cf(meta, topic_name_key(topic));
-            batch.delete_cf(meta, topic_tail_key(id));
+            batch.delete_cf(meta, topic_floor_key(id));
             db.write(batch)?;
             for cf in [CF_MESSAGES, CF_PROPERTIES] {
                 db.db.compact_range_cf(db.cf(cf)?, Some(from), Some(to));

@@ -24,7 +24,7 @@ pub(crate) const COLUMN_FAMILIES: [&str; 5] =
 /// `meta` key holding the next topic id to allocate.
 pub(crate) const META_NEXT_TOPIC_ID: &[u8] = b"C";
 const META_TOPIC_NAME: u8 = b'T';
-const META_TOPIC_TAIL: u8 = b'N';
+const META_TOPIC_FLOOR: u8 = b'N';
 
 /// `meta` key mapping a topic name to its numeric id.
 pub(crate) fn topic_name_key(name: &str) -> Vec<u8> {
@@ -45,10 +45,12 @@ pub(crate) fn topic_name_from_key(key: &[u8]) -> Option<&str> {
     }
 }
 
-/// `meta` key of a topic's tail record (next id and open page), rewritten with every batch.
-pub(crate) fn topic_tail_key(topic: u64) -> [u8; 9] {
+/// `meta` key of a topic's id floor: no id below it will ever be given out again. Written when
+/// the topic is created and whenever retention deletes its oldest messages, so ids never restart
+/// even if retention deleted every message.
+pub(crate) fn topic_floor_key(topic: u64) -> [u8; 9] {
     let mut key = [0u8; 9];
-    key[0] = META_TOPIC_TAIL;
+    key[0] = META_TOPIC_FLOOR;
     key[1..].copy_from_slice(&topic.to_be_bytes());
     key
 }
@@ -119,7 +121,7 @@ mod tests {
     #[test]
     fn names_round_trip() {
         assert_eq!(topic_name_from_key(&topic_name_key("ab")), Some("ab"));
-        assert_eq!(topic_name_from_key(&topic_tail_key(3)), None);
+        assert_eq!(topic_name_from_key(&topic_floor_key(3)), None);
         assert_eq!(group_name_from_key(7, &group_key(7, "g")), Some("g"));
         assert_eq!(group_name_from_key(8, &group_key(7, "g")), None);
     }

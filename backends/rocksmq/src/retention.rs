@@ -18,8 +18,10 @@ use std::time::Duration;
 use msgstream::{Error, Result};
 
 use crate::codec::PageRecord;
-use crate::keys::{message_id_from_key, message_key, topic_prefix, topic_upper_bound};
-use crate::keys::{CF_MESSAGES, CF_PAGES, CF_PROPERTIES};
+use crate::keys::{
+    message_id_from_key, message_key, topic_floor_key, topic_prefix, topic_upper_bound,
+};
+use crate::keys::{CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES};
 use crate::store::{db_error, Db};
 use crate::writer::now_ms;
 use crate::{group, Rocksmq};
@@ -107,6 +109,10 @@ pub(crate) fn delete_pages(db: &Db<'_>, topic: u64, deleted: &[Page]) -> Result<
     for cf in [CF_MESSAGES, CF_PROPERTIES, CF_PAGES] {
         batch.delete_range_cf(db.cf(cf)?, from, to);
     }
+    // Ids are recovered from the newest key at open; the floor keeps them from restarting once
+    // every message of the topic is gone.
+    let floor = last.record.last_id + 1;
+    batch.put_cf(db.cf(CF_META)?, topic_floor_key(topic), floor.to_be_bytes());
     db.write(batch)?;
     for cf in [CF_MESSAGES, CF_PROPERTIES, CF_PAGES] {
         db.db.compact_range_cf(db.cf(cf)?, Some(from), Some(to));

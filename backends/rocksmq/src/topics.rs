@@ -12,15 +12,28 @@ use msgstream::mq::validate_channel_name;
 use msgstream::{Error, Result};
 use tokio::sync::watch;
 
-use crate::codec::{decode_u64, Tail};
+use crate::codec::{decode_u64, PageRecord};
 use crate::keys::{
-    topic_name_from_key, topic_name_key, topic_tail_key, CF_META, META_NEXT_TOPIC_ID,
-    TOPIC_NAME_PREFIX,
+    message_id_from_key, message_key, topic_floor_key, topic_name_from_key, topic_name_key,
+    CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES, META_NEXT_TOPIC_ID, TOPIC_NAME_PREFIX,
 };
 use crate::store::{db_error, Db, BACKEND};
 
 /// Ids start at 1, so 0 precedes every message of every topic.
 pub(crate) const FIRST_MESSAGE_ID: u64 = 1;
+
+/// Where a topic's log ends. Kept in memory only: [`recover_tail`] rebuilds it at open from what
+/// is durable (message keys, page records and the id floor), so appends write nothing but their
+/// messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Tail {
+    /// Id the next message will get (ids start at 1, so 0 precedes every message).
+    pub next_id: u64,
+    /// First id of the open (tail) page.
+    pub page_first: u64,
+    /// Payload and property bytes in the open page.
+    pub page_bytes: u64,
+}
 
 /// One live topic.
 pub(crate) struct TopicState {
@@ -93,7 +106,7 @@ impl Topics {
         }
     }
 
-    /// Loads every topic and its tail from the `meta` column family.
+    /// Loads every topic from the `meta` column family and recovers its tail.
     pub fn load(db: &Db<'_>) -> Result<Topics> {
         let meta = db.cf(CF_META)?;
         let mut map = HashMap::new();
@@ -104,14 +117,7 @@ impl Topics {
                 break;
             };
             let id = decode_u64("topic id", value)?;
-            let tail = match db
-                .db
-                .get_pinned_cf(meta, topic_tail_key(id))
-                .map_err(|e| db_error("reading a topic tail", e))?
-            {
-                Some(bytes) => Tail::decode(&bytes)?,
-                None => initial_tail(),
-            };
+            let tail = recover_tail(db, id)?;
             map.insert(name.to_owned(), TopicState::new(name.to_owned(), id, tail));
             iter.next();
         }
@@ -156,7 +162,7 @@ impl Topics {
         let mut batch = rocksdb::WriteBatch::default();
         batch.put_cf(meta, META_NEXT_TOPIC_ID, (id + 1).to_be_bytes());
         batch.put_cf(meta, topic_name_key(name), id.to_be_bytes());
-        batch.put_cf(meta, topic_tail_key(id), tail.encode());
+        batch.put_cf(meta, topic_floor_key(id), tail.next_id.to_be_bytes());
         db.write(batch)?;
         let topic = TopicState::new(name.to_owned(), id, tail);
         map.insert(name.to_owned(), topic.clone());
@@ -182,4 +188,57 @@ fn initial_tail() -> Tail {
         page_first: FIRST_MESSAGE_ID,
         page_bytes: 0,
     }
+}
+
+/// The newest entry of `topic` in column family `cf` (keyed by message ids): its id and value.
+fn last_id(db: &Db<'_>, cf: &str, topic: u64) -> Result<Option<(u64, Vec<u8>)>> {
+    let mut iter = db.db.raw_iterator_cf(db.cf(cf)?);
+    iter.seek_for_prev(message_key(topic, u64::MAX));
+    let found = match (iter.key(), iter.value()) {
+        (Some(key), Some(value)) => message_id_from_key(topic, key).map(|id| (id, value.to_vec())),
+        _ => None,
+    };
+    iter.status()
+        .map_err(|e| db_error("recovering a topic tail", e))?;
+    Ok(found)
+}
+
+/// Rebuilds a topic's tail from durable state: the next id is one past the newest message, but
+/// never below the id floor (retention may have deleted every message); the open page starts after
+/// the last closed page (or at the floor) and holds the bytes of the messages from there on (at
+/// most one page, so this scan is bounded by the page size).
+fn recover_tail(db: &Db<'_>, topic: u64) -> Result<Tail> {
+    let floor = match db
+        .db
+        .get_pinned_cf(db.cf(CF_META)?, topic_floor_key(topic))
+        .map_err(|e| db_error("reading a topic id floor", e))?
+    {
+        Some(bytes) => decode_u64("topic id floor", &bytes)?,
+        None => FIRST_MESSAGE_ID,
+    };
+    let newest = last_id(db, CF_MESSAGES, topic)?.map(|(id, _)| id);
+    let next_id = newest.map_or(floor, |id| floor.max(id + 1));
+    let page_first = match last_id(db, CF_PAGES, topic)? {
+        Some((_, record)) => floor.max(PageRecord::decode(&record)?.last_id + 1),
+        None => floor,
+    };
+    let mut page_bytes = 0;
+    // The writer counts payload bytes plus encoded property bytes: the stored value lengths.
+    for cf in [CF_MESSAGES, CF_PROPERTIES] {
+        let mut options = rocksdb::ReadOptions::default();
+        options.set_iterate_upper_bound(message_key(topic, next_id));
+        let mut iter = db.db.raw_iterator_cf_opt(db.cf(cf)?, options);
+        iter.seek(message_key(topic, page_first));
+        while let Some(value) = iter.value() {
+            page_bytes += value.len() as u64;
+            iter.next();
+        }
+        iter.status()
+            .map_err(|e| db_error("recovering a topic tail", e))?;
+    }
+    Ok(Tail {
+        next_id,
+        page_first,
+        page_bytes,
+    })
 }

@@ -9,7 +9,8 @@
 //!
 //! Guarantees: ids of a topic are strictly increasing, consecutive within a batch, and assigned in
 //! commit order, so a reader never sees id *n+1* before *n*. A batch is acknowledged only after
-//! its write (and with it the topic's tail record) is in the WAL; if the write fails, no id is
+//! its write is in the WAL (a page record closing a page goes in the same write; the tail itself
+//! is never written, it is recovered from the keys at open, see `topics`); if the write fails, no id is
 //! consumed and every caller in the group gets the error. Under a sustained stream of concurrent
 //! producers the leader may write several groups before its own call returns; its own batch is
 //! always in the first one.
@@ -23,10 +24,10 @@ use msgstream::mq::ProducerMessage;
 use msgstream::{Error, Result};
 use tokio::sync::oneshot;
 
-use crate::codec::{encode_properties, PageRecord, Tail};
-use crate::keys::{message_key, topic_tail_key, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES};
+use crate::codec::{encode_properties, PageRecord};
+use crate::keys::{message_key, CF_MESSAGES, CF_PAGES, CF_PROPERTIES};
 use crate::store::{Store, BACKEND};
-use crate::topics::TopicState;
+use crate::topics::{Tail, TopicState};
 
 /// Where a producer waits for its ids.
 type Reply = oneshot::Sender<Result<Range<u64>>>;
@@ -185,7 +186,6 @@ impl Writer {
             let messages_cf = db.cf(CF_MESSAGES)?;
             let properties_cf = db.cf(CF_PROPERTIES)?;
             let pages_cf = db.cf(CF_PAGES)?;
-            let meta_cf = db.cf(CF_META)?;
             let mut batch = rocksdb::WriteBatch::default();
             for request in group {
                 if let Err(e) = request.topic.check_live() {
@@ -233,7 +233,6 @@ impl Writer {
                         tail.page_bytes = 0;
                     }
                 }
-                batch.put_cf(meta_cf, topic_tail_key(topic_id), tail.encode());
                 answers.push((request.reply, Ok(first..tail.next_id)));
             }
             db.write(batch)

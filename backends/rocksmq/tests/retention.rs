@@ -128,3 +128,28 @@ async fn scheduled_pass_runs_in_the_background() {
     assert!(reader.read(10).expect("read").is_empty());
     mq.close();
 }
+
+#[tokio::test]
+async fn ids_and_pages_are_recovered_at_reopen_even_with_every_message_deleted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = open(&dir, Duration::ZERO, u64::MAX);
+    fill(&mq, "t", &[]).await;
+    assert_eq!(mq.run_retention().expect("retention").pages, 5);
+    assert!(
+        remaining(&mq, "t").is_empty(),
+        "every page was closed, so every page went"
+    );
+    mq.close();
+
+    let mq = open(&dir, Duration::ZERO, u64::MAX);
+    assert_eq!(mq.latest_message_id("t").expect("latest"), Some(10));
+    let one = vec![ProducerMessage::new(vec![7u8; 50])];
+    assert_eq!(mq.produce("t", one.clone()).await.expect("produce"), 11..12);
+    mq.close();
+
+    // The open page (one 50-byte message) is recovered: one more message closes it.
+    let mq = open(&dir, Duration::ZERO, u64::MAX);
+    assert_eq!(mq.produce("t", one).await.expect("produce"), 12..13);
+    assert_eq!(mq.run_retention().expect("retention").pages, 1);
+    assert!(remaining(&mq, "t").is_empty());
+}
