@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use msgstream::mq::{Client, ConsumerOptions, Producer, ProducerMessage};
+use msgstream::mq::{Client, ConsumerOptions, InitialPosition, Producer, ProducerMessage};
 use msgstream_rocksmq::{
     column_family_options, database_options, Durability, RocksmqClient, RocksmqOptions,
 };
@@ -121,7 +121,7 @@ fn produce_raw(payload_size: usize, batch: usize, total: usize) -> f64 {
     (total / batch * batch) as f64 / start.elapsed().as_secs_f64()
 }
 
-async fn consume_ours(payload_size: usize, total: usize) -> f64 {
+async fn consume_ours(payload_size: usize, total: usize) -> (f64, f64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let client = RocksmqClient::open(queue_options(&dir)).expect("open");
     let producer = client.create_producer("bench").await.expect("producer");
@@ -145,10 +145,24 @@ async fn consume_ours(payload_size: usize, total: usize) -> f64 {
             consumer.ack(&message).await.expect("ack");
         }
     }
-    let rate = (total / 1024 * 1024) as f64 / start.elapsed().as_secs_f64();
-    assert_eq!(bytes, total / 1024 * 1024 * payload_size);
+    let count = total / 1024 * 1024;
+    let rate = count as f64 / start.elapsed().as_secs_f64();
+    assert_eq!(bytes, count * payload_size);
+    // The same read through the engine's batch API, to tell the engine's cost from the
+    // per-message cost of the mq traits.
+    let engine = client.engine();
+    engine
+        .create_consumer_group("bench", "engine", InitialPosition::Earliest)
+        .expect("group");
+    let mut subscription = engine.subscribe("bench", "engine").expect("subscribe");
+    let start = Instant::now();
+    let mut read = 0;
+    while read < count {
+        read += subscription.consume(1024).expect("consume").len();
+    }
+    let engine_rate = count as f64 / start.elapsed().as_secs_f64();
     client.close().await;
-    rate
+    (rate, engine_rate)
 }
 
 fn consume_raw(payload_size: usize, total: usize) -> f64 {
@@ -269,13 +283,18 @@ fn main() {
         } else {
             scale.consume_msgs / 4
         };
-        let (mut ours, mut raw) = (Vec::new(), Vec::new());
+        let (mut ours, mut engine, mut raw) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
             raw.push(consume_raw(payload, total));
-            ours.push(runtime.block_on(consume_ours(payload, total)));
+            let (through_traits, through_engine) = runtime.block_on(consume_ours(payload, total));
+            ours.push(through_traits);
+            engine.push(through_engine);
         }
-        let (ours, raw) = (median(ours), median(raw));
-        println!("consume payload={payload}: ours {ours:.0} msgs/s, raw iterator {raw:.0} msgs/s");
+        let (ours, engine, raw) = (median(ours), median(engine), median(raw));
+        println!(
+            "consume payload={payload}: ours {ours:.0} msgs/s (engine batches {engine:.0} msgs/s, ratio {:.2}), raw iterator {raw:.0} msgs/s",
+            engine / raw
+        );
         summary.push(format!(
             "case=consume payload={payload} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={:.2}",
             ours / raw

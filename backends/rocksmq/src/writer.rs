@@ -181,7 +181,6 @@ impl Writer {
         let _commit = lock(&self.commit);
         let mut tails: Vec<(Arc<TopicState>, Tail)> = Vec::new();
         let mut answers: Vec<(Option<Reply>, Result<Range<u64>>)> = Vec::with_capacity(group.len());
-        let now = now_ms();
         let written = store.with(|db| {
             let messages_cf = db.cf(CF_MESSAGES)?;
             let properties_cf = db.cf(CF_PROPERTIES)?;
@@ -222,7 +221,7 @@ impl Writer {
                         let page = PageRecord {
                             last_id: id,
                             bytes: tail.page_bytes,
-                            closed_ms: now,
+                            closed_ms: now_ms(),
                         };
                         batch.put_cf(
                             pages_cf,

@@ -36,10 +36,14 @@ impl Producer for RocksmqProducer {
     }
 
     async fn send(&self, message: ProducerMessage) -> Result<MessageId> {
-        self.send_batch(vec![message])
-            .await?
-            .pop()
-            .ok_or_else(|| Error::backend("rocksmq", "a one-message batch got no id"))
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("rocksmq producer"));
+        }
+        let ids = self
+            .engine
+            .produce_to(self.topic.clone(), vec![message])
+            .await?;
+        Ok(MessageId::from_u64(ids.start))
     }
 
     async fn send_batch(&self, messages: Vec<ProducerMessage>) -> Result<Vec<MessageId>> {
