@@ -1,7 +1,6 @@
 //! `Factory`: a configured backend, and the streams over it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use msgstream::mq::Client;
 use msgstream::retry::RetryPolicy;
@@ -9,7 +8,7 @@ use msgstream::stream::{MsgStream, StreamOptions};
 use msgstream::tt::TtMsgStream;
 
 use crate::config::{BackendKind, Config};
-use crate::{Error, Result};
+use crate::Result;
 
 /// Creates `MsgStream`s and `TtMsgStream`s over the backend a [`Config`] names. Application code
 /// written against a factory does not change when the backend does.
@@ -79,6 +78,7 @@ async fn open_client(config: &Config) -> Result<Arc<dyn Client>> {
 #[cfg(feature = "rocksmq")]
 fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
     use crate::config::SyncMode;
+    use std::time::Duration;
     use msgstream_rocksmq::{Durability, RocksmqClient, RocksmqOptions};
 
     let section = &config.rocksmq;
@@ -96,6 +96,5 @@ fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(not(feature = "rocksmq"))]
 fn open_rocksmq(_config: &Config) -> Result<Arc<dyn Client>> {
-    let _ = Duration::ZERO;
-    Err(Error::BackendNotCompiled("rocksmq"))
+    Err(crate::Error::BackendNotCompiled("rocksmq"))
 }
