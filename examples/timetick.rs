@@ -3,7 +3,7 @@
 //!
 //! `cargo run --example timetick`
 
-use msgstream_facade::msgstream::mq::InitialPosition;
+use msgstream_facade::msgstream::mq::{InitialPosition, MessageId};
 use msgstream_facade::msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
 use msgstream_facade::msgstream::stream::Produce;
 use msgstream_facade::{Config, Factory};

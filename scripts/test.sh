@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace: unit tests, each backend's tests against its real server
 # (started by the tests themselves on loopback ports with temporary data directories), the
-# cross-backend conformance suite, doc tests, and a build of every example.
+# cross-backend conformance suite, doc tests, and every example (built and run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo build --workspace --examples
+for example in quickstart timetick seek_after_restart two_backends; do
+  cargo run --quiet --example "$example" >/dev/null
+done
 cargo test --workspace --doc
 cargo test --workspace --lib --bins --tests
