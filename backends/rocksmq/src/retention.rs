@@ -2,7 +2,7 @@
 //!
 //! A topic's messages are cut into *pages*: a page closes when its messages reach
 //! `page_size_bytes`, and its record (first and last id, bytes, closing time) is written in the
-//! same batch as its last message. The planner ([`plan`]) is a pure function over those records:
+//! same batch as its last message. The planner (`plan`) is a pure function over those records:
 //! walking from the oldest page, a page is deleted only while
 //! 1. every consumer group that counts has acknowledged past it (groups idle longer than
 //!    `ignore_groups_idle_for` do not count), and
