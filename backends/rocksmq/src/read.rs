@@ -5,7 +5,6 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use msgstream::mq::Properties;
 use msgstream::{Error, Result};
-use tokio::sync::watch;
 
 use crate::codec::decode_properties;
 use crate::keys::{message_id_from_key, message_key, CF_MESSAGES, CF_PROPERTIES};
@@ -97,14 +96,13 @@ pub(crate) fn read_range(
 
 /// A position in one topic that can wait for messages to appear after it.
 ///
-/// Non-durable on its own: consumer groups persist their position separately. Waiting uses the
-/// topic's watch channel, raised by the writer after each durable write, so a waiter wakes as soon
-/// as a message is visible and never polls.
+/// Non-durable on its own: consumer groups persist their position separately. Waiting registers
+/// on the topic's `Notify` before checking the visible id, and the writer notifies after raising
+/// it, so a waiter wakes as soon as a message is visible, never misses one and never polls.
 pub(crate) struct Cursor {
     pub topic: Arc<TopicState>,
     /// The next id to return.
     pub next: u64,
-    visible: watch::Receiver<u64>,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -118,12 +116,7 @@ impl std::fmt::Debug for Cursor {
 
 impl Cursor {
     pub fn new(topic: Arc<TopicState>, next: u64) -> Cursor {
-        let visible = topic.visible.subscribe();
-        Cursor {
-            topic,
-            next,
-            visible,
-        }
+        Cursor { topic, next }
     }
 
     /// Reads up to `limit` visible messages from the cursor on, advancing it. Never waits.
@@ -134,7 +127,7 @@ impl Cursor {
         out: &mut Vec<StoredMessage>,
     ) -> Result<()> {
         self.topic.check_live()?;
-        let upto = *self.visible.borrow_and_update();
+        let upto = self.topic.visible();
         self.next = store.with(|db| read_range(db, self.topic.id, self.next, upto, limit, out))?;
         Ok(())
     }
@@ -144,17 +137,18 @@ impl Cursor {
     /// destroyed.
     pub async fn wait(&mut self, store: &Store) -> Result<()> {
         loop {
+            let notified = self.topic.wakeup.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered from here on: a notification after the checks below is not lost.
+            notified.as_mut().enable();
             if store.is_closed() {
                 return Err(Error::Closed("rocksmq client"));
             }
             self.topic.check_live()?;
-            if self.next < *self.visible.borrow_and_update() {
+            if self.next < self.topic.visible() {
                 return Ok(());
             }
-            self.visible
-                .changed()
-                .await
-                .map_err(|_| Error::Closed("rocksmq topic"))?;
+            notified.await;
         }
     }
 }

@@ -5,12 +5,12 @@
 //! for compaction.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use msgstream::mq::validate_channel_name;
 use msgstream::{Error, Result};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::codec::{decode_u64, PageRecord};
 use crate::keys::{
@@ -43,9 +43,11 @@ pub(crate) struct TopicState {
     pub id: u64,
     /// Next id and open page; changed only by the writer while it holds the commit lock.
     pub tail: Mutex<Tail>,
-    /// The next id readers may see (everything below it is durable in the WAL). The writer
-    /// raises it after each write; destroy and close poke it unchanged to wake waiters.
-    pub visible: watch::Sender<u64>,
+    /// The next id readers may see (everything below it is in the WAL). The writer raises it
+    /// after each write, then notifies `wakeup`.
+    visible: AtomicU64,
+    /// Wakes waiting cursors: after each write, and on destroy and close.
+    pub wakeup: Notify,
     /// Set by `destroy_topic`; handles held by producers and consumers then fail.
     pub destroyed: AtomicBool,
 }
@@ -56,7 +58,8 @@ impl TopicState {
             name,
             id,
             tail: Mutex::new(tail),
-            visible: watch::Sender::new(tail.next_id),
+            visible: AtomicU64::new(tail.next_id),
+            wakeup: Notify::new(),
             destroyed: AtomicBool::new(false),
         })
     }
@@ -82,7 +85,18 @@ impl TopicState {
 
     /// Wakes every waiter without publishing anything new.
     pub fn wake(&self) {
-        self.visible.send_modify(|_| {});
+        self.wakeup.notify_waiters();
+    }
+
+    /// The next id readers may see.
+    pub fn visible(&self) -> u64 {
+        self.visible.load(Ordering::Acquire)
+    }
+
+    /// Makes every id below `next` visible and wakes waiters.
+    pub fn publish(&self, next: u64) {
+        self.visible.store(next, Ordering::Release);
+        self.wakeup.notify_waiters();
     }
 }
 

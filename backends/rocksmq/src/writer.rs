@@ -136,18 +136,23 @@ impl Writer {
                 Err(answer)
             } else {
                 queue.leading = true;
-                Ok(request)
+                let mut group = Vec::with_capacity(1 + queue.pending.len());
+                group.push(request);
+                group.append(&mut queue.pending);
+                Ok(group)
             }
         };
         let answer = match role {
-            Ok(request) => {
-                let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
-                    handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-                });
-                return if self.syncs && multi_threaded {
-                    tokio::task::block_in_place(|| self.lead(store, request))
+            Ok(group) => {
+                let multi_threaded = || {
+                    tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+                        handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                    })
+                };
+                return if self.syncs && multi_threaded() {
+                    tokio::task::block_in_place(|| self.lead(store, group))
                 } else {
-                    self.lead(store, request)
+                    self.lead(store, group)
                 };
             }
             Err(answer) => answer,
@@ -155,12 +160,10 @@ impl Writer {
         answer.await.map_err(|_| Error::Closed("rocksmq writer"))?
     }
 
-    /// Commits the leader's own request with whatever queued meanwhile, then keeps committing
-    /// until the queue is empty. Returns the leader's own answer.
-    fn lead(&self, store: &Store, own: Request) -> Result<Range<u64>> {
-        let mut group = vec![own];
-        group.append(&mut lock(&self.queue).pending);
-        let mine = self.commit_group(store, group);
+    /// Commits the leader's first group (its own request and whatever was queued), then keeps
+    /// committing until the queue is empty. Returns the leader's own answer.
+    fn lead(&self, store: &Store, first: Vec<Request>) -> Result<Range<u64>> {
+        let mine = self.commit_group(store, first);
         loop {
             let group = {
                 let mut queue = lock(&self.queue);
@@ -243,7 +246,7 @@ impl Writer {
                     .fetch_add(answers.len() as u64, Ordering::Relaxed);
                 for (topic, tail) in tails {
                     *lock(&topic.tail) = tail;
-                    topic.visible.send_replace(tail.next_id);
+                    topic.publish(tail.next_id);
                 }
                 answers
             }
