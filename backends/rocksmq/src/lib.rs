@@ -6,8 +6,8 @@
 //! ## Layout
 //! Column families `messages` and `properties` (both keyed `topic id ‖ u64 BE message id`),
 //! `groups` (consumer-group positions), `pages` (closed pages, for retention) and `meta` (topic
-//! names, ids and tails); keys
-//! start with a fixed-width numeric topic id, never the name, so topics `a` and `ab` are independent.
+//! names, ids and id floors). Keys start with a fixed-width numeric topic id, never the name, so
+//! topics `a` and `ab` are independent and no character of a name is ever key syntax.
 //!
 //! ## Guarantees
 //! - Ids of a topic are strictly increasing and consecutive within a batch, and survive reopen.

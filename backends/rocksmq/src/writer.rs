@@ -9,11 +9,12 @@
 //!
 //! Guarantees: ids of a topic are strictly increasing, consecutive within a batch, and assigned in
 //! commit order, so a reader never sees id *n+1* before *n*. A batch is acknowledged only after
-//! its write is in the WAL (a page record closing a page goes in the same write; the tail itself
-//! is never written, it is recovered from the keys at open, see `topics`); if the write fails, no id is
-//! consumed and every caller in the group gets the error. Under a sustained stream of concurrent
-//! producers the leader may write several groups before its own call returns; its own batch is
-//! always in the first one.
+//! its write is in the WAL. The write holds the messages, their properties and the record of any
+//! page they close, nothing else: the tail (next id, open page) is recovered from those keys at
+//! open (see `topics`), so a single-message append costs one key, like a raw put. If the write
+//! fails, no id is consumed and every caller in the group gets the error. Under a sustained
+//! stream of concurrent producers the leader may write several groups before its own call
+//! returns; its own batch is always in the first one.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
