@@ -187,8 +187,6 @@ impl Writer {
         let mut answers: Vec<(Option<Reply>, Result<Range<u64>>)> = Vec::with_capacity(group.len());
         let written = store.with(|db| {
             let messages_cf = db.cf(CF_MESSAGES)?;
-            let properties_cf = db.cf(CF_PROPERTIES)?;
-            let pages_cf = db.cf(CF_PAGES)?;
             let mut batch = rocksdb::WriteBatch::default();
             for request in group {
                 if let Err(e) = request.topic.check_live() {
@@ -217,7 +215,7 @@ impl Writer {
                     if !message.properties.is_empty() {
                         let encoded = encode_properties(&message.properties);
                         bytes += encoded.len() as u64;
-                        batch.put_cf(properties_cf, key, encoded);
+                        batch.put_cf(db.cf(CF_PROPERTIES)?, key, encoded);
                     }
                     tail.next_id += 1;
                     tail.page_bytes += bytes;
@@ -228,7 +226,7 @@ impl Writer {
                             closed_ms: now_ms(),
                         };
                         batch.put_cf(
-                            pages_cf,
+                            db.cf(CF_PAGES)?,
                             message_key(topic_id, tail.page_first),
                             page.encode(),
                         );
