@@ -62,9 +62,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let rows: Vec<i64> = pack.msgs.iter().map(TsMsg::id).collect();
         println!("pack {} -> {}: rows {rows:?}", pack.begin_ts, pack.end_ts);
         for p in &pack.end_positions {
+            let id = MessageId::from_backend_bytes(p.msg_id.clone());
             println!(
-                "    resume {} at {:?} (ts {})",
-                p.channel_name, p.msg_id, p.timestamp
+                "    resume {} at {id:?} (ts {})",
+                p.channel_name, p.timestamp
             );
         }
     }

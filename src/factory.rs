@@ -78,8 +78,8 @@ async fn open_client(config: &Config) -> Result<Arc<dyn Client>> {
 #[cfg(feature = "rocksmq")]
 fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
     use crate::config::SyncMode;
-    use std::time::Duration;
     use msgstream_rocksmq::{Durability, RocksmqClient, RocksmqOptions};
+    use std::time::Duration;
 
     let section = &config.rocksmq;
     let mut options = RocksmqOptions::new(&section.path);

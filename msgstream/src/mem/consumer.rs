@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use super::broker::Stored;
+
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
@@ -14,6 +16,7 @@ use crate::{Error, Result};
 pub(super) struct MemoryConsumer {
     client: MemoryClient,
     options: ConsumerOptions,
+    topic: Arc<str>,
     /// Index of the next message to deliver.
     cursor: u64,
     epoch: u64,
@@ -30,6 +33,7 @@ impl MemoryConsumer {
     ) -> Self {
         MemoryConsumer {
             client,
+            topic: Arc::from(options.topic.as_str()),
             options,
             cursor,
             epoch: 0,
@@ -57,27 +61,40 @@ impl Consumer for MemoryConsumer {
     }
 
     async fn recv(&mut self) -> Result<Option<Message>> {
+        Ok(self.recv_batch(1).await?.pop())
+    }
+
+    async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if self.check_open().is_err() {
-                return Ok(None);
+                return Ok(Vec::new());
             }
-            let cursor = self.cursor;
-            let found = self
-                .client
-                .broker
-                .with_topic(&self.options.topic, |t| t.log.get(cursor as usize).cloned());
-            if let Some(stored) = found {
-                self.cursor += 1;
-                return Ok(Some(Message {
-                    topic: self.options.topic.clone(),
-                    id: MessageId::from_u64(cursor),
-                    payload: stored.payload,
-                    properties: stored.properties,
-                    delivery: Delivery { epoch: self.epoch },
-                }));
+            let start = self.cursor as usize;
+            let found: Vec<Stored> = self.client.broker.with_topic(&self.options.topic, |t| {
+                let end = t.log.len().min(start.saturating_add(max.max(1)));
+                t.log
+                    .get(start..end)
+                    .map(<[Stored]>::to_vec)
+                    .unwrap_or_default()
+            });
+            if !found.is_empty() {
+                let delivery = Delivery { epoch: self.epoch };
+                let messages = found
+                    .into_iter()
+                    .zip(self.cursor..)
+                    .map(|(stored, id)| Message {
+                        topic: self.topic.clone(),
+                        id: MessageId::from_u64(id),
+                        payload: stored.payload,
+                        properties: stored.properties,
+                        delivery,
+                    })
+                    .collect::<Vec<_>>();
+                self.cursor += messages.len() as u64;
+                return Ok(messages);
             }
             notified.await;
         }
@@ -85,7 +102,7 @@ impl Consumer for MemoryConsumer {
 
     async fn ack(&self, message: &Message) -> Result<()> {
         self.check_open()?;
-        if message.topic != self.options.topic {
+        if *message.topic != *self.options.topic {
             return Err(Error::InvalidArgument(format!(
                 "message of channel {:?} acked on a consumer of {:?}",
                 message.topic, self.options.topic

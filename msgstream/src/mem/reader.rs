@@ -68,7 +68,7 @@ impl Reader for MemoryReader {
             if let Some(stored) = found {
                 self.cursor += 1;
                 return Ok(Message {
-                    topic: self.topic.clone(),
+                    topic: Arc::from(self.topic.as_str()),
                     id: MessageId::from_u64(cursor),
                     payload: stored.payload,
                     properties: stored.properties,

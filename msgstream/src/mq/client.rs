@@ -98,6 +98,14 @@ pub trait Consumer: Send + Sync {
     /// The next message; waits for one. `Ok(None)` once the consumer is closed. Cancel-safe.
     async fn recv(&mut self) -> Result<Option<Message>>;
 
+    /// Up to `max` messages: waits for the first, then adds those already available without
+    /// waiting. Empty only once the consumer is closed. Cancel-safe like `recv`. Backends that
+    /// fetch in batches override it, so a caller pays one call per batch, not per message.
+    async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
+        let _ = max;
+        Ok(self.recv().await?.into_iter().collect())
+    }
+
     /// Records that `message` (and, on ordered backends, everything before it) was processed.
     /// A message of an earlier delivery (before a seek or reconnect) is `Error::StaleDelivery`.
     async fn ack(&self, message: &Message) -> Result<()>;

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -92,8 +93,8 @@ pub struct Delivery {
 /// A message delivered by a consumer or a reader.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
-    /// Channel it was read from.
-    pub topic: String,
+    /// Channel it was read from (shared by every message of a consumer: no allocation each).
+    pub topic: Arc<str>,
     /// Its id in that channel.
     pub id: MessageId,
     /// Payload as produced.

@@ -11,7 +11,7 @@ use super::producers::{Produce, Producers};
 use super::pump::{Event, Pumps};
 use super::resolve_position;
 use crate::mq::{
-    validate_channel_name, Client, ConsumerOptions, InitialPosition, MessageId, Reader,
+    validate_channel_name, Client, ConsumerOptions, InitialPosition, MessageId, Ordering, Reader,
     ReaderOptions,
 };
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
@@ -67,10 +67,11 @@ impl MsgStream {
         }
         validate_channel_name("subscription", subscription)?;
         let buffer = self.options.buffer.max(1);
+        let cumulative = self.client.capabilities().ordering == Ordering::Strict;
         let side = self.consumers.get_or_insert_with(|| {
             let (tx, rx) = mpsc::channel(buffer);
             ConsumerSide {
-                pumps: Pumps::new(self.options.registry.clone()),
+                pumps: Pumps::new(self.options.registry.clone(), cumulative, buffer),
                 tx,
                 rx,
                 open: 0,
@@ -192,7 +193,7 @@ impl MsgStream {
         let msg = self.reader(channel)?.next().await?;
         let mut ts = TsMsg::new(registry.decode(&msg.payload)?);
         ts.position = Some(MsgPosition {
-            channel_name: msg.topic,
+            channel_name: msg.topic.to_string(),
             msg_id: msg.id.to_bytes().to_vec(),
             msg_group: subscription,
             timestamp: ts.end_ts(),

@@ -7,9 +7,12 @@
 //! nothing. Each seek bumps the channel's *generation*; queued deliveries of an older generation
 //! are discarded by the reader of the queue.
 //!
-//! Ack policy: a message is acked once it is in the queue for the application. Recovery after a
-//! crash is by stored positions (`seek`), as in Milvus, not by redelivery.
+//! Pumps receive in batches (`Consumer::recv_batch`). Ack policy: a message is acked once it is
+//! in the queue for the application — on strictly ordered backends, whose acks are cumulative,
+//! once per batch (the last message handed over), elsewhere one by one. Recovery after a crash
+//! is by stored positions (`seek`), as in Milvus, not by redelivery.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +25,9 @@ use crate::{trace, Error, Result};
 
 /// Pause after a receive error, so a broken consumer does not spin.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Most messages taken from a consumer in one call.
+const MAX_BATCH: usize = 256;
 
 /// What a pump hands over. Messages move by value through the bounded queue (its slots are
 /// allocated once); boxing them would add an allocation per message.
@@ -44,14 +50,18 @@ pub(crate) struct Delivered {
     pub(crate) event: Event,
 }
 
+/// A received message on its way: `delivered` is `None` for an undecodable one, which is only
+/// acked.
 struct Pending {
-    delivered: Delivered,
+    delivered: Option<Delivered>,
     ack: Option<Message>,
 }
 
 struct Parked {
     consumer: Box<dyn Consumer>,
-    pending: Option<Pending>,
+    pending: VecDeque<Pending>,
+    /// Last message handed over but not yet acked (cumulative acks only).
+    unacked: Option<Message>,
 }
 
 enum SlotState {
@@ -73,13 +83,19 @@ struct Slot {
 /// The pumps of one stream, one per channel, in subscription order.
 pub(crate) struct Pumps {
     registry: Arc<DecoderRegistry>,
+    cumulative_acks: bool,
+    batch: usize,
     slots: Vec<Slot>,
 }
 
 impl Pumps {
-    pub(crate) fn new(registry: Arc<DecoderRegistry>) -> Self {
+    /// Pumps decoding with `registry`; `cumulative_acks` when the backend is strictly ordered;
+    /// receiving at most `batch` messages at a time.
+    pub(crate) fn new(registry: Arc<DecoderRegistry>, cumulative_acks: bool, batch: usize) -> Self {
         Pumps {
             registry,
+            cumulative_acks,
+            batch: batch.clamp(1, MAX_BATCH),
             slots: Vec::new(),
         }
     }
@@ -97,7 +113,8 @@ impl Pumps {
             tx,
             state: SlotState::Parked(Box::new(Parked {
                 consumer,
-                pending: None,
+                pending: VecDeque::new(),
+                unacked: None,
             })),
         });
         self.start(index);
@@ -133,6 +150,8 @@ impl Pumps {
             channel: index,
             generation: slot.generation,
             registry,
+            cumulative_acks: self.cumulative_acks,
+            batch: self.batch,
             tx: slot.tx.clone(),
         };
         let handle = tokio::spawn(run(*parked, ctx, stopped));
@@ -173,7 +192,8 @@ impl Pumps {
         inclusive: bool,
     ) -> Result<()> {
         let parked = self.park(index).await?;
-        parked.pending = None;
+        parked.pending.clear();
+        parked.unacked = None;
         let result = parked.consumer.seek(id, inclusive).await;
         if let Some(slot) = self.slots.get_mut(index) {
             slot.generation += 1;
@@ -207,6 +227,8 @@ struct PumpContext {
     channel: usize,
     generation: u64,
     registry: Arc<DecoderRegistry>,
+    cumulative_acks: bool,
+    batch: usize,
     tx: mpsc::Sender<Delivered>,
 }
 
@@ -226,7 +248,7 @@ impl PumpContext {
                 trace::record_consume(&msg.properties, &msg.topic);
                 let mut ts = TsMsg::new(body);
                 ts.position = Some(MsgPosition {
-                    channel_name: msg.topic.clone(),
+                    channel_name: msg.topic.to_string(),
                     msg_id: msg.id.to_bytes().to_vec(),
                     msg_group: consumer.subscription().to_string(),
                     timestamp: ts.end_ts(),
@@ -242,69 +264,100 @@ impl PumpContext {
     }
 }
 
+impl PumpContext {
+    /// Turns a received batch into pending deliveries (an empty batch means closed).
+    fn receive(&self, parked: &mut Parked, received: Result<Vec<Message>>) {
+        match received {
+            Ok(batch) if batch.is_empty() => parked.pending.push_back(Pending {
+                delivered: Some(self.delivered(Event::Closed)),
+                ack: None,
+            }),
+            Ok(batch) => {
+                for msg in batch {
+                    let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
+                    let _entered = span.enter();
+                    let delivered = self
+                        .decode(parked.consumer.as_ref(), &msg)
+                        .map(|ts| self.delivered(Event::Msg(ts)));
+                    parked.pending.push_back(Pending {
+                        delivered,
+                        ack: Some(msg),
+                    });
+                }
+            }
+            Err(error) => parked.pending.push_back(Pending {
+                delivered: Some(self.delivered(Event::Failed(error))),
+                ack: None,
+            }),
+        }
+    }
+
+    /// Acks a message handed over (or skipped): at once, or deferred to the end of the batch
+    /// when acks are cumulative.
+    async fn acked(&self, parked: &mut Parked, msg: Option<Message>) {
+        let Some(msg) = msg else { return };
+        if self.cumulative_acks {
+            parked.unacked = Some(msg);
+        } else {
+            ack(parked.consumer.as_ref(), &msg).await;
+        }
+    }
+}
+
+/// Acks the last message handed over, if a cumulative ack is outstanding.
+async fn flush_ack(parked: &mut Parked) {
+    if let Some(msg) = parked.unacked.take() {
+        ack(parked.consumer.as_ref(), &msg).await;
+    }
+}
+
 async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<()>) -> Parked {
     loop {
-        let pending = match parked.pending.take() {
-            Some(pending) => pending,
-            None => {
-                let received = tokio::select! {
-                    biased;
-                    _ = &mut stop => return parked,
-                    received = parked.consumer.recv() => received,
-                };
-                match received {
-                    Ok(Some(msg)) => {
-                        let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
-                        let _entered = span.enter();
-                        match ctx.decode(parked.consumer.as_ref(), &msg) {
-                            Some(ts) => Pending {
-                                delivered: ctx.delivered(Event::Msg(ts)),
-                                ack: Some(msg),
-                            },
-                            None => {
-                                ack(parked.consumer.as_ref(), &msg).await;
-                                continue;
-                            }
+        if parked.pending.is_empty() {
+            flush_ack(&mut parked).await;
+            let received = tokio::select! {
+                biased;
+                _ = &mut stop => return parked,
+                received = parked.consumer.recv_batch(ctx.batch) => received,
+            };
+            ctx.receive(&mut parked, received);
+            continue;
+        }
+        let needs_queue = parked
+            .pending
+            .front()
+            .is_some_and(|p| p.delivered.is_some());
+        if needs_queue {
+            tokio::select! {
+                biased;
+                _ = &mut stop => {
+                    flush_ack(&mut parked).await;
+                    return parked;
+                }
+                permit = ctx.tx.reserve() => {
+                    let Ok(permit) = permit else { return parked };
+                    let Some(Pending { delivered: Some(delivered), ack }) = parked.pending.pop_front() else {
+                        continue;
+                    };
+                    let terminal = matches!(delivered.event, Event::Closed);
+                    let failed = matches!(delivered.event, Event::Failed(_));
+                    permit.send(delivered);
+                    ctx.acked(&mut parked, ack).await;
+                    if terminal {
+                        flush_ack(&mut parked).await;
+                        let _ = stop.await;
+                        return parked;
+                    }
+                    if failed {
+                        tokio::select! {
+                            _ = &mut stop => return parked,
+                            _ = tokio::time::sleep(ERROR_BACKOFF) => {}
                         }
                     }
-                    Ok(None) => Pending {
-                        delivered: ctx.delivered(Event::Closed),
-                        ack: None,
-                    },
-                    Err(error) => Pending {
-                        delivered: ctx.delivered(Event::Failed(error)),
-                        ack: None,
-                    },
                 }
             }
-        };
-        let terminal = matches!(pending.delivered.event, Event::Closed);
-        let failed = matches!(pending.delivered.event, Event::Failed(_));
-        tokio::select! {
-            biased;
-            _ = &mut stop => {
-                parked.pending = Some(pending);
-                return parked;
-            }
-            permit = ctx.tx.reserve() => match permit {
-                Ok(permit) => {
-                    permit.send(pending.delivered);
-                    if let Some(msg) = &pending.ack {
-                        ack(parked.consumer.as_ref(), msg).await;
-                    }
-                }
-                Err(_) => return parked,
-            },
-        }
-        if terminal {
-            let _ = stop.await;
-            return parked;
-        }
-        if failed {
-            tokio::select! {
-                _ = &mut stop => return parked,
-                _ = tokio::time::sleep(ERROR_BACKOFF) => {}
-            }
+        } else if let Some(skipped) = parked.pending.pop_front() {
+            ctx.acked(&mut parked, skipped.ack).await;
         }
     }
 }

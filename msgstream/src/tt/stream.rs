@@ -13,7 +13,7 @@ use futures::Stream;
 use tokio::sync::mpsc;
 
 use super::aligner::{TimetickAligner, WatermarkHolder};
-use crate::mq::{validate_channel_name, Client, ConsumerOptions, InitialPosition};
+use crate::mq::{validate_channel_name, Client, ConsumerOptions, InitialPosition, Ordering};
 use crate::msg::{MsgPack, MsgPosition};
 use crate::stream::producers::{Produce, Producers};
 use crate::stream::pump::{Delivered, Event, Pumps};
@@ -104,7 +104,8 @@ impl TtMsgStream {
                     .await?,
             );
         }
-        let mut pumps = Pumps::new(self.options.registry.clone());
+        let cumulative = self.client.capabilities().ordering == Ordering::Strict;
+        let mut pumps = Pumps::new(self.options.registry.clone(), cumulative, buffer);
         let mut receivers = Vec::with_capacity(channels.len());
         for consumer in consumers {
             let (tx, rx) = mpsc::channel(buffer);

@@ -1,6 +1,7 @@
 //! [`RocksmqConsumer`]: one consumer of a durable subscription (consumer group).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use msgstream::mq::{Consumer, Delivery, Message, MessageId};
@@ -22,6 +23,7 @@ use crate::{Rocksmq, StoredMessage, Subscription};
 pub struct RocksmqConsumer {
     engine: Rocksmq,
     subscription: Subscription,
+    topic: Arc<str>,
     buffer: VecDeque<(MessageId, StoredMessage)>,
     capacity: usize,
     epoch: u64,
@@ -33,6 +35,7 @@ impl RocksmqConsumer {
         let epoch = engine.next_epoch();
         RocksmqConsumer {
             engine,
+            topic: Arc::from(subscription.topic()),
             subscription,
             buffer: VecDeque::new(),
             capacity: capacity.max(1),
@@ -53,21 +56,26 @@ impl Consumer for RocksmqConsumer {
     }
 
     async fn recv(&mut self) -> Result<Option<Message>> {
+        Ok(self.recv_batch(1).await?.pop())
+    }
+
+    async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
         loop {
             if self.closed || self.engine.is_closed() {
-                return Ok(None);
+                return Ok(Vec::new());
             }
-            if let Some(stored) = self.buffer.pop_front() {
+            if !self.buffer.is_empty() {
                 let delivery = Delivery { epoch: self.epoch };
-                return Ok(Some(to_message(
-                    self.subscription.topic(),
-                    stored,
-                    delivery,
-                )));
+                let n = max.clamp(1, self.buffer.len());
+                return Ok(self
+                    .buffer
+                    .drain(..n)
+                    .map(|stored| to_message(&self.topic, stored, delivery))
+                    .collect());
             }
             match self.subscription.next_batch(self.capacity).await {
                 Ok(batch) => self.buffer.extend(with_ids(batch)),
-                Err(Error::Closed(_)) => return Ok(None),
+                Err(Error::Closed(_)) => return Ok(Vec::new()),
                 Err(e) => return Err(e),
             }
         }
@@ -77,7 +85,7 @@ impl Consumer for RocksmqConsumer {
         if self.closed {
             return Err(Error::Closed("rocksmq consumer"));
         }
-        if message.topic != self.subscription.topic() {
+        if *message.topic != *self.subscription.topic() {
             return Err(Error::InvalidArgument(format!(
                 "message of topic {:?} acked on a consumer of {:?}",
                 message.topic,

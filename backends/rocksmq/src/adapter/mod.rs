@@ -14,6 +14,8 @@ pub use consumer::RocksmqConsumer;
 pub use producer::RocksmqProducer;
 pub use reader::RocksmqReader;
 
+use std::sync::Arc;
+
 use bytes::{BufMut, BytesMut};
 use msgstream::mq::{Delivery, Message, MessageId};
 use msgstream::{Error, Result};
@@ -59,12 +61,12 @@ pub(crate) fn with_ids(
 }
 
 pub(crate) fn to_message(
-    topic: &str,
+    topic: &Arc<str>,
     (id, stored): (MessageId, StoredMessage),
     delivery: Delivery,
 ) -> Message {
     Message {
-        topic: topic.to_owned(),
+        topic: topic.clone(),
         id,
         payload: stored.payload,
         properties: stored.properties,

@@ -1,6 +1,7 @@
 //! [`RocksmqReader`]: a non-durable cursor over one topic.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use msgstream::mq::{Delivery, Message, MessageId, Reader};
@@ -15,6 +16,7 @@ const PREFETCH: usize = 256;
 /// `next` waits on the writer's notification and is cancel-safe.
 pub struct RocksmqReader {
     reader: TopicReader,
+    topic: Arc<str>,
     buffer: VecDeque<(MessageId, StoredMessage)>,
     closed: bool,
 }
@@ -22,6 +24,7 @@ pub struct RocksmqReader {
 impl RocksmqReader {
     pub(crate) fn new(reader: TopicReader) -> Self {
         RocksmqReader {
+            topic: Arc::from(reader.topic()),
             reader,
             buffer: VecDeque::new(),
             closed: false,
@@ -46,7 +49,7 @@ impl Reader for RocksmqReader {
         loop {
             self.check_open()?;
             if let Some(stored) = self.buffer.pop_front() {
-                return Ok(to_message(self.reader.topic(), stored, Delivery::default()));
+                return Ok(to_message(&self.topic, stored, Delivery::default()));
             }
             let batch = self.reader.next_batch(PREFETCH).await?;
             self.buffer.extend(with_ids(batch));
