@@ -124,7 +124,7 @@ impl Client for MemoryClient {
     }
 
     fn message_id_from_bytes(&self, bytes: &[u8]) -> Result<MessageId> {
-        let id = MessageId::from_backend_bytes(bytes.to_vec());
+        let id = MessageId::from_backend_bytes(bytes);
         decode_id(&id)?;
         Ok(id)
     }

@@ -194,7 +194,7 @@ impl MsgStream {
         let mut ts = TsMsg::new(registry.decode(&msg.payload)?);
         ts.position = Some(MsgPosition {
             channel_name: msg.topic.to_string(),
-            msg_id: msg.id.to_bytes().to_vec(),
+            msg_id: msg.id.as_bytes().to_vec(),
             msg_group: subscription,
             timestamp: ts.end_ts(),
         });

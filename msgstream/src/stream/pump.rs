@@ -249,7 +249,7 @@ impl PumpContext {
                 let mut ts = TsMsg::new(body);
                 ts.position = Some(MsgPosition {
                     channel_name: msg.topic.to_string(),
-                    msg_id: msg.id.to_bytes().to_vec(),
+                    msg_id: msg.id.as_bytes().to_vec(),
                     msg_group: consumer.subscription().to_string(),
                     timestamp: ts.end_ts(),
                 });

@@ -79,7 +79,7 @@ pub async fn plain_stream_two_channels(client: Arc<dyn Client>) {
         let got_ids: Vec<Vec<u8>> = got.iter().map(|(_, id)| id.clone()).collect();
         let want_ids: Vec<Vec<u8>> = ids[channel]
             .iter()
-            .map(|id| id.to_bytes().to_vec())
+            .map(|id| id.as_bytes().to_vec())
             .collect();
         assert_eq!(got_ids, want_ids, "positions carry the produced ids");
     }
@@ -197,7 +197,7 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
         .expect("as_consumer");
     let elsewhere = MsgPosition {
         channel_name: unique("other"),
-        msg_id: client.earliest_message_id().to_bytes().to_vec(),
+        msg_id: client.earliest_message_id().as_bytes().to_vec(),
         ..MsgPosition::default()
     };
     assert!(matches!(

@@ -35,7 +35,7 @@ fn to_log(channel: &str, entries: &[Entry]) -> Vec<TsMsg> {
             };
             msg.position = Some(MsgPosition {
                 channel_name: channel.to_string(),
-                msg_id: MessageId::from_u64(i as u64).to_bytes().to_vec(),
+                msg_id: MessageId::from_u64(i as u64).as_bytes().to_vec(),
                 msg_group: "g".into(),
                 timestamp: msg.end_ts(),
             });

@@ -287,7 +287,7 @@ pub async fn positions(factory: &Factory, command: PositionsCommand) -> Result<E
                 match stream.latest_message_id(channel).await? {
                     Some(id) => saved.push(MsgPosition {
                         channel_name: channel.clone(),
-                        msg_id: id.to_bytes().to_vec(),
+                        msg_id: id.as_bytes().to_vec(),
                         msg_group: "msgstream-cli-positions".into(),
                         timestamp: 0,
                     }),

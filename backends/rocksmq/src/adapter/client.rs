@@ -72,7 +72,7 @@ impl Client for RocksmqClient {
     }
 
     fn message_id_from_bytes(&self, bytes: &[u8]) -> Result<MessageId> {
-        let id = MessageId::from_backend_bytes(bytes.to_vec());
+        let id = MessageId::from_backend_bytes(bytes);
         engine_id(&id)?;
         Ok(id)
     }

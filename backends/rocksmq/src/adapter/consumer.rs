@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use msgstream::mq::{Consumer, Delivery, Message, MessageId};
 use msgstream::{Error, Result};
 
-use super::{engine_id, seek_position, to_message, with_ids};
+use super::{engine_id, seek_position, to_message};
 use crate::{Rocksmq, StoredMessage, Subscription};
 
 /// A consumer: prefetches up to `buffer` messages at a time from the group's cursor.
@@ -24,7 +24,7 @@ pub struct RocksmqConsumer {
     engine: Rocksmq,
     subscription: Subscription,
     topic: Arc<str>,
-    buffer: VecDeque<(MessageId, StoredMessage)>,
+    buffer: VecDeque<StoredMessage>,
     capacity: usize,
     epoch: u64,
     closed: bool,
@@ -74,7 +74,7 @@ impl Consumer for RocksmqConsumer {
                     .collect());
             }
             match self.subscription.next_batch(self.capacity).await {
-                Ok(batch) => self.buffer.extend(with_ids(batch)),
+                Ok(batch) => self.buffer.extend(batch),
                 Err(Error::Closed(_)) => return Ok(Vec::new()),
                 Err(e) => return Err(e),
             }

@@ -16,7 +16,6 @@ pub use reader::RocksmqReader;
 
 use std::sync::Arc;
 
-use bytes::{BufMut, BytesMut};
 use msgstream::mq::{Delivery, Message, MessageId};
 use msgstream::{Error, Result};
 
@@ -38,36 +37,11 @@ pub(crate) fn seek_position(id: &MessageId, inclusive: bool) -> Result<u64> {
     Ok(if inclusive { id } else { id.saturating_add(1) })
 }
 
-/// The message ids of `ids`, sharing one 8-bytes-per-id buffer: one allocation per batch
-/// instead of one per message.
-pub(crate) fn message_ids(ids: impl Iterator<Item = u64>) -> Vec<MessageId> {
-    let mut buffer = BytesMut::with_capacity(ids.size_hint().0 * 8);
-    for id in ids {
-        buffer.put_u64(id);
-    }
-    let mut buffer = buffer.freeze();
-    (0..buffer.len() / 8)
-        .map(|_| MessageId::from_backend_bytes(buffer.split_to(8)))
-        .collect()
-}
-
-/// A batch read from the engine, with its message ids, ready to be delivered one by one.
-pub(crate) fn with_ids(
-    batch: Vec<StoredMessage>,
-) -> impl Iterator<Item = (MessageId, StoredMessage)> {
-    message_ids(batch.iter().map(|m| m.id))
-        .into_iter()
-        .zip(batch)
-}
-
-pub(crate) fn to_message(
-    topic: &Arc<str>,
-    (id, stored): (MessageId, StoredMessage),
-    delivery: Delivery,
-) -> Message {
+/// A stored message as delivered (ids are inline: no allocation per message).
+pub(crate) fn to_message(topic: &Arc<str>, stored: StoredMessage, delivery: Delivery) -> Message {
     Message {
         topic: topic.clone(),
-        id,
+        id: MessageId::from_u64(stored.id),
         payload: stored.payload,
         properties: stored.properties,
         delivery,

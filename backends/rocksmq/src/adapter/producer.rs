@@ -7,7 +7,6 @@ use async_trait::async_trait;
 use msgstream::mq::{MessageId, Producer, ProducerMessage};
 use msgstream::{Error, Result};
 
-use super::message_ids;
 use crate::topics::TopicState;
 use crate::Rocksmq;
 
@@ -51,7 +50,7 @@ impl Producer for RocksmqProducer {
             return Err(Error::Closed("rocksmq producer"));
         }
         let ids = self.engine.produce_to(self.topic.clone(), messages).await?;
-        Ok(message_ids(ids))
+        Ok(ids.map(MessageId::from_u64).collect())
     }
 
     async fn close(&self) {

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use msgstream::mq::{Delivery, Message, MessageId, Reader};
 use msgstream::{Error, Result};
 
-use super::{seek_position, to_message, with_ids};
+use super::{seek_position, to_message};
 use crate::{StoredMessage, TopicReader};
 
 const PREFETCH: usize = 256;
@@ -17,7 +17,7 @@ const PREFETCH: usize = 256;
 pub struct RocksmqReader {
     reader: TopicReader,
     topic: Arc<str>,
-    buffer: VecDeque<(MessageId, StoredMessage)>,
+    buffer: VecDeque<StoredMessage>,
     closed: bool,
 }
 
@@ -52,7 +52,7 @@ impl Reader for RocksmqReader {
                 return Ok(to_message(&self.topic, stored, Delivery::default()));
             }
             let batch = self.reader.next_batch(PREFETCH).await?;
-            self.buffer.extend(with_ids(batch));
+            self.buffer.extend(batch);
         }
     }
 
@@ -60,7 +60,7 @@ impl Reader for RocksmqReader {
         self.check_open()?;
         if self.buffer.is_empty() {
             let batch = self.reader.read(PREFETCH)?;
-            self.buffer.extend(with_ids(batch));
+            self.buffer.extend(batch);
         }
         Ok(!self.buffer.is_empty())
     }
