@@ -57,6 +57,11 @@ pub(crate) fn read_range(
     let mut data = BytesMut::new();
     let mut read: Vec<(u64, usize, Properties)> = Vec::new();
     let mut next = upto;
+    // The id of the next stored properties entry, tracked here so that a message without
+    // properties (the common case) costs no call into the properties iterator.
+    let property_id =
+        |it: &rocksdb::DBRawIterator<'_>| it.key().and_then(|k| message_id_from_key(topic, k));
+    let mut next_property = property_id(&properties);
     while let (Some(key), Some(value)) = (messages.key(), messages.value()) {
         let id = message_id_from_key(topic, key)
             .ok_or_else(|| Error::Decode(format!("malformed message key {key:02x?}")))?;
@@ -68,11 +73,12 @@ pub(crate) fn read_range(
             read.reserve(limit.min(1024));
             data.reserve((value.len() * limit.min(1024)).min(READ_CHUNK_BYTES));
         }
-        while properties.key().is_some_and(|k| k < key) {
+        while next_property.is_some_and(|p| p < id) {
             properties.next();
+            next_property = property_id(&properties);
         }
-        let props = match (properties.key(), properties.value()) {
-            (Some(k), Some(v)) if k == key => decode_properties(v)?,
+        let props = match (next_property, properties.value()) {
+            (Some(p), Some(v)) if p == id => decode_properties(v)?,
             _ => Properties::new(),
         };
         data.extend_from_slice(value);

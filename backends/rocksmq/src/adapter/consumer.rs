@@ -60,13 +60,14 @@ impl Consumer for RocksmqConsumer {
     }
 
     async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
+        let max = max.max(1);
         loop {
             if self.closed || self.engine.is_closed() {
                 return Ok(Vec::new());
             }
+            let delivery = Delivery { epoch: self.epoch };
             if !self.buffer.is_empty() {
-                let delivery = Delivery { epoch: self.epoch };
-                let n = max.clamp(1, self.buffer.len());
+                let n = max.min(self.buffer.len());
                 return Ok(self
                     .buffer
                     .drain(..n)
@@ -74,6 +75,13 @@ impl Consumer for RocksmqConsumer {
                     .collect());
             }
             match self.subscription.next_batch(self.capacity).await {
+                // The whole read fits: hand it over without staging it in the buffer.
+                Ok(batch) if batch.len() <= max => {
+                    return Ok(batch
+                        .into_iter()
+                        .map(|stored| to_message(&self.topic, stored, delivery))
+                        .collect());
+                }
                 Ok(batch) => self.buffer.extend(batch),
                 Err(Error::Closed(_)) => return Ok(Vec::new()),
                 Err(e) => return Err(e),
