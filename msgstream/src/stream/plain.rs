@@ -9,11 +9,8 @@ use tokio::sync::mpsc;
 use super::options::StreamOptions;
 use super::producers::{Produce, Producers};
 use super::pump::{Event, Pumps};
-use super::resolve_position;
-use crate::mq::{
-    validate_channel_name, Client, ConsumerOptions, InitialPosition, MessageId, Ordering, Reader,
-    ReaderOptions,
-};
+use super::{resolve_position, subscribe_all};
+use crate::mq::{validate_channel_name, Client, InitialPosition, MessageId, Reader, ReaderOptions};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
 
@@ -62,32 +59,25 @@ impl MsgStream {
         subscription: &str,
         position: InitialPosition,
     ) -> Result<()> {
-        for channel in channels {
-            validate_channel_name("channel", channel)?;
-        }
-        validate_channel_name("subscription", subscription)?;
-        let buffer = self.options.buffer.max(1);
-        let cumulative = self.client.capabilities().ordering == Ordering::Strict;
+        let consumers = subscribe_all(
+            &self.client,
+            &self.options,
+            channels,
+            subscription,
+            position,
+        )
+        .await?;
+        let (client, options) = (&self.client, &self.options);
         let side = self.consumers.get_or_insert_with(|| {
-            let (tx, rx) = mpsc::channel(buffer);
+            let (tx, rx) = mpsc::channel(options.buffer.max(1));
             ConsumerSide {
-                pumps: Pumps::new(self.options.registry.clone(), cumulative, buffer),
+                pumps: Pumps::new(client.as_ref(), options),
                 tx,
                 rx,
                 open: 0,
             }
         });
-        for channel in channels {
-            let options = ConsumerOptions {
-                buffer,
-                ..ConsumerOptions::new(*channel, subscription).with_initial_position(position)
-            };
-            let client = &self.client;
-            let consumer = self
-                .options
-                .retry
-                .run("subscribe", || client.subscribe(options.clone()))
-                .await?;
+        for consumer in consumers {
             side.pumps.add(consumer, side.tx.clone());
             side.open += 1;
         }

@@ -19,7 +19,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::mq::{Consumer, Message, MessageId};
+use super::StreamOptions;
+use crate::mq::{Client, Consumer, Message, MessageId, Ordering};
 use crate::msg::{DecoderRegistry, MsgPosition, TsMsg};
 use crate::{trace, Error, Result};
 
@@ -89,13 +90,13 @@ pub(crate) struct Pumps {
 }
 
 impl Pumps {
-    /// Pumps decoding with `registry`; `cumulative_acks` when the backend is strictly ordered;
-    /// receiving at most `batch` messages at a time.
-    pub(crate) fn new(registry: Arc<DecoderRegistry>, cumulative_acks: bool, batch: usize) -> Self {
+    /// Pumps for consumers of `client`, decoding with the options' registry and receiving at
+    /// most `buffer` messages at a time; acks are cumulative when the backend is strictly ordered.
+    pub(crate) fn new(client: &dyn Client, options: &StreamOptions) -> Self {
         Pumps {
-            registry,
-            cumulative_acks,
-            batch: batch.clamp(1, MAX_BATCH),
+            registry: options.registry.clone(),
+            cumulative_acks: client.capabilities().ordering == Ordering::Strict,
+            batch: options.buffer.clamp(1, MAX_BATCH),
             slots: Vec::new(),
         }
     }

@@ -13,11 +13,11 @@ use futures::Stream;
 use tokio::sync::mpsc;
 
 use super::aligner::{TimetickAligner, WatermarkHolder};
-use crate::mq::{validate_channel_name, Client, ConsumerOptions, InitialPosition, Ordering};
+use crate::mq::{Client, InitialPosition};
 use crate::msg::{MsgPack, MsgPosition};
 use crate::stream::producers::{Produce, Producers};
 use crate::stream::pump::{Delivered, Event, Pumps};
-use crate::stream::{resolve_position, StreamOptions};
+use crate::stream::{resolve_position, subscribe_all, StreamOptions};
 use crate::{Error, Result};
 
 /// Counters of a tt stream, for diagnostics and benchmarks.
@@ -85,27 +85,16 @@ impl TtMsgStream {
         if channels.is_empty() {
             return Err(Error::InvalidArgument("no channels to consume".into()));
         }
-        for channel in channels {
-            validate_channel_name("channel", channel)?;
-        }
-        validate_channel_name("subscription", subscription)?;
+        let consumers = subscribe_all(
+            &self.client,
+            &self.options,
+            channels,
+            subscription,
+            position,
+        )
+        .await?;
         let buffer = self.options.buffer.max(1);
-        let mut consumers = Vec::with_capacity(channels.len());
-        for channel in channels {
-            let options = ConsumerOptions {
-                buffer,
-                ..ConsumerOptions::new(*channel, subscription).with_initial_position(position)
-            };
-            let client = &self.client;
-            consumers.push(
-                self.options
-                    .retry
-                    .run("subscribe", || client.subscribe(options.clone()))
-                    .await?,
-            );
-        }
-        let cumulative = self.client.capabilities().ordering == Ordering::Strict;
-        let mut pumps = Pumps::new(self.options.registry.clone(), cumulative, buffer);
+        let mut pumps = Pumps::new(self.client.as_ref(), &self.options);
         let mut receivers = Vec::with_capacity(channels.len());
         for consumer in consumers {
             let (tx, rx) = mpsc::channel(buffer);
