@@ -25,79 +25,114 @@ pub struct StoredMessage {
 /// Payload bytes read into one shared buffer before a read stops early.
 const READ_CHUNK_BYTES: usize = 4 << 20;
 
-/// Reads up to `limit` messages of `topic` with ids in `from..upto`, in id order, into `out`.
-/// Returns the id after the last one read, or `upto` when the range held no more than that
-/// (ids removed by retention are skipped, never waited for).
+/// Memory a cursor keeps between reads, so that a steady consumer allocates nothing per read.
 ///
-/// The payloads of one read share a single buffer (each message's `Bytes` is a slice of it), so
-/// a read costs one allocation instead of one per message; holding one message keeps at most
-/// that read's buffer (≤ 4 MiB plus one payload) alive.
-pub(crate) fn read_range(
-    db: &Db<'_>,
-    topic: u64,
-    from: u64,
-    upto: u64,
-    limit: usize,
-    out: &mut Vec<StoredMessage>,
-) -> Result<u64> {
-    if from >= upto || limit == 0 {
-        return Ok(from);
-    }
-    let start = message_key(topic, from);
-    let end = message_key(topic, upto);
-    let bounded = || {
-        let mut options = rocksdb::ReadOptions::default();
-        options.set_iterate_upper_bound(end);
-        options
+/// The payloads of one read share a single buffer (each message's `Bytes` is a slice of it).
+/// The cursor keeps a handle on the last read's buffer; once every message of that read has been
+/// dropped the handle is the only one left and the next read refills the same memory (already
+/// mapped and in cache) instead of allocating afresh. While messages are still held, the next
+/// read allocates a new buffer, so at most one read's buffer (≤ 4 MiB plus one payload) is kept
+/// alive beyond what the caller holds.
+#[derive(Debug, Default)]
+pub(crate) struct ReadScratch {
+    entries: Vec<(u64, usize, Properties)>,
+    last_buffer: Option<Bytes>,
+}
+
+/// An empty buffer of at least `capacity` bytes: the last read's when nobody holds it any more.
+fn recycled_buffer(last: &mut Option<Bytes>, capacity: usize) -> BytesMut {
+    let mut buffer = match last.take().map(Bytes::try_into_mut) {
+        Some(Ok(recycled)) => recycled,
+        _ => BytesMut::new(),
     };
-    let mut messages = db.db.raw_iterator_cf_opt(db.cf(CF_MESSAGES)?, bounded());
-    let mut properties = db.db.raw_iterator_cf_opt(db.cf(CF_PROPERTIES)?, bounded());
-    messages.seek(start);
-    properties.seek(start);
-    let mut data = BytesMut::new();
-    let mut read: Vec<(u64, usize, Properties)> = Vec::new();
-    let mut next = upto;
-    // The id of the next stored properties entry, tracked here so that a message without
-    // properties (the common case) costs no call into the properties iterator.
-    let property_id =
-        |it: &rocksdb::DBRawIterator<'_>| it.key().and_then(|k| message_id_from_key(topic, k));
-    let mut next_property = property_id(&properties);
-    while let (Some(key), Some(value)) = (messages.key(), messages.value()) {
-        let id = message_id_from_key(topic, key)
-            .ok_or_else(|| Error::Decode(format!("malformed message key {key:02x?}")))?;
-        if read.len() == limit || data.len() >= READ_CHUNK_BYTES {
-            next = id;
-            break;
+    buffer.clear();
+    buffer.reserve(capacity);
+    buffer
+}
+
+impl ReadScratch {
+    /// Reads up to `limit` messages of `topic` with ids in `from..upto`, in id order, appending
+    /// `make(message)` for each to `out` (the caller builds its own message type in place: no
+    /// intermediate copy). Returns the id after the last one read, or `upto` when the range held
+    /// no more than that (ids removed by retention are skipped, never waited for).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn read_range<T>(
+        &mut self,
+        db: &Db<'_>,
+        topic: u64,
+        (from, upto): (u64, u64),
+        limit: usize,
+        out: &mut Vec<T>,
+        mut make: impl FnMut(StoredMessage) -> T,
+    ) -> Result<u64> {
+        if from >= upto || limit == 0 {
+            return Ok(from);
         }
-        if read.is_empty() {
-            read.reserve(limit.min(1024));
-            data.reserve((value.len() * limit.min(1024)).min(READ_CHUNK_BYTES));
-        }
-        while next_property.is_some_and(|p| p < id) {
-            properties.next();
-            next_property = property_id(&properties);
-        }
-        let props = match (next_property, properties.value()) {
-            (Some(p), Some(v)) if p == id => decode_properties(v)?,
-            _ => Properties::new(),
+        let start = message_key(topic, from);
+        let end = message_key(topic, upto);
+        let bounded = || {
+            let mut options = rocksdb::ReadOptions::default();
+            options.set_iterate_upper_bound(end);
+            options
         };
-        data.extend_from_slice(value);
-        read.push((id, value.len(), props));
-        messages.next();
+        let mut messages = db.db.raw_iterator_cf_opt(db.cf(CF_MESSAGES)?, bounded());
+        let mut properties = db.db.raw_iterator_cf_opt(db.cf(CF_PROPERTIES)?, bounded());
+        messages.seek(start);
+        properties.seek(start);
+        let entries = &mut self.entries;
+        entries.clear();
+        let mut data = BytesMut::new();
+        let mut next = upto;
+        // The id of the next stored properties entry, tracked here so that a message without
+        // properties (the common case) costs no call into the properties iterator.
+        let property_id =
+            |it: &rocksdb::DBRawIterator<'_>| it.key().and_then(|k| message_id_from_key(topic, k));
+        let mut next_property = property_id(&properties);
+        while let (Some(key), Some(value)) = (messages.key(), messages.value()) {
+            let id = message_id_from_key(topic, key)
+                .ok_or_else(|| Error::Decode(format!("malformed message key {key:02x?}")))?;
+            if entries.len() == limit || data.len() >= READ_CHUNK_BYTES {
+                next = id;
+                break;
+            }
+            if entries.is_empty() {
+                let expected = limit.min(1024);
+                entries.reserve(expected);
+                out.reserve(expected);
+                data = recycled_buffer(
+                    &mut self.last_buffer,
+                    (value.len() * expected).min(READ_CHUNK_BYTES),
+                );
+            }
+            while next_property.is_some_and(|p| p < id) {
+                properties.next();
+                next_property = property_id(&properties);
+            }
+            let props = match (next_property, properties.value()) {
+                (Some(p), Some(v)) if p == id => decode_properties(v)?,
+                _ => Properties::new(),
+            };
+            data.extend_from_slice(value);
+            entries.push((id, value.len(), props));
+            messages.next();
+        }
+        messages
+            .status()
+            .map_err(|e| db_error("reading messages", e))?;
+        properties
+            .status()
+            .map_err(|e| db_error("reading message properties", e))?;
+        let mut data = data.freeze();
+        self.last_buffer = Some(data.clone());
+        out.extend(entries.drain(..).map(|(id, len, properties)| {
+            make(StoredMessage {
+                id,
+                payload: data.split_to(len),
+                properties,
+            })
+        }));
+        Ok(next)
     }
-    messages
-        .status()
-        .map_err(|e| db_error("reading messages", e))?;
-    properties
-        .status()
-        .map_err(|e| db_error("reading message properties", e))?;
-    let mut data = data.freeze();
-    out.extend(read.into_iter().map(|(id, len, properties)| StoredMessage {
-        id,
-        payload: data.split_to(len),
-        properties,
-    }));
-    Ok(next)
 }
 
 /// A position in one topic that can wait for messages to appear after it.
@@ -109,6 +144,7 @@ pub(crate) struct Cursor {
     pub topic: Arc<TopicState>,
     /// The next id to return.
     pub next: u64,
+    scratch: ReadScratch,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -122,19 +158,26 @@ impl std::fmt::Debug for Cursor {
 
 impl Cursor {
     pub fn new(topic: Arc<TopicState>, next: u64) -> Cursor {
-        Cursor { topic, next }
+        Cursor {
+            topic,
+            next,
+            scratch: ReadScratch::default(),
+        }
     }
 
-    /// Reads up to `limit` visible messages from the cursor on, advancing it. Never waits.
-    pub fn read(
+    /// Reads up to `limit` visible messages from the cursor on into `out` (built by `make`),
+    /// advancing it. Never waits.
+    pub fn read<T>(
         &mut self,
         store: &Store,
         limit: usize,
-        out: &mut Vec<StoredMessage>,
+        out: &mut Vec<T>,
+        make: impl FnMut(StoredMessage) -> T,
     ) -> Result<()> {
         self.topic.check_live()?;
-        let upto = self.topic.visible();
-        self.next = store.with(|db| read_range(db, self.topic.id, self.next, upto, limit, out))?;
+        let range = (self.next, self.topic.visible());
+        let (topic, scratch) = (self.topic.id, &mut self.scratch);
+        self.next = store.with(|db| scratch.read_range(db, topic, range, limit, out, make))?;
         Ok(())
     }
 

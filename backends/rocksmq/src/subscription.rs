@@ -48,17 +48,29 @@ impl Subscription {
 
     /// Up to `n` messages after the cursor, in id order, without waiting (empty if none).
     pub fn consume(&mut self, n: usize) -> Result<Vec<StoredMessage>> {
-        let mut out = Vec::with_capacity(n.min(1024));
-        self.cursor.read(&self.engine.inner.store, n, &mut out)?;
+        let mut out = Vec::new();
+        self.cursor
+            .read(&self.engine.inner.store, n, &mut out, |message| message)?;
         Ok(out)
     }
 
     /// Waits for at least one message, then returns up to `n`. Cancel-safe.
     pub async fn next_batch(&mut self, n: usize) -> Result<Vec<StoredMessage>> {
+        self.next_batch_with(n, |message| message).await
+    }
+
+    /// [`Subscription::next_batch`], building each message with `make` as it is read.
+    pub(crate) async fn next_batch_with<T>(
+        &mut self,
+        n: usize,
+        mut make: impl FnMut(StoredMessage) -> T,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
         loop {
-            let batch = self.consume(n)?;
-            if !batch.is_empty() {
-                return Ok(batch);
+            self.cursor
+                .read(&self.engine.inner.store, n, &mut out, &mut make)?;
+            if !out.is_empty() {
+                return Ok(out);
             }
             self.cursor.wait(&self.engine.inner.store).await?;
         }
@@ -107,17 +119,38 @@ impl TopicReader {
 
     /// Up to `n` messages after the cursor, without waiting.
     pub fn read(&mut self, n: usize) -> Result<Vec<StoredMessage>> {
-        let mut out = Vec::with_capacity(n.min(1024));
-        self.cursor.read(&self.engine.inner.store, n, &mut out)?;
-        Ok(out)
+        self.read_with(n, |message| message)
     }
 
     /// Waits for at least one message, then returns up to `n`. Cancel-safe.
     pub async fn next_batch(&mut self, n: usize) -> Result<Vec<StoredMessage>> {
+        self.next_batch_with(n, |message| message).await
+    }
+
+    /// [`TopicReader::read`], building each message with `make` as it is read.
+    pub(crate) fn read_with<T>(
+        &mut self,
+        n: usize,
+        make: impl FnMut(StoredMessage) -> T,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.cursor
+            .read(&self.engine.inner.store, n, &mut out, make)?;
+        Ok(out)
+    }
+
+    /// [`TopicReader::next_batch`], building each message with `make` as it is read.
+    pub(crate) async fn next_batch_with<T>(
+        &mut self,
+        n: usize,
+        mut make: impl FnMut(StoredMessage) -> T,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
         loop {
-            let batch = self.read(n)?;
-            if !batch.is_empty() {
-                return Ok(batch);
+            self.cursor
+                .read(&self.engine.inner.store, n, &mut out, &mut make)?;
+            if !out.is_empty() {
+                return Ok(out);
             }
             self.cursor.wait(&self.engine.inner.store).await?;
         }

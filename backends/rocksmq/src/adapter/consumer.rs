@@ -8,7 +8,7 @@ use msgstream::mq::{Consumer, Delivery, Message, MessageId};
 use msgstream::{Error, Result};
 
 use super::{engine_id, seek_position, to_message};
-use crate::{Rocksmq, StoredMessage, Subscription};
+use crate::{Rocksmq, Subscription};
 
 /// A consumer: prefetches up to `buffer` messages at a time from the group's cursor.
 ///
@@ -24,7 +24,7 @@ pub struct RocksmqConsumer {
     engine: Rocksmq,
     subscription: Subscription,
     topic: Arc<str>,
-    buffer: VecDeque<StoredMessage>,
+    buffer: VecDeque<Message>,
     capacity: usize,
     epoch: u64,
     closed: bool,
@@ -65,23 +65,18 @@ impl Consumer for RocksmqConsumer {
             if self.closed || self.engine.is_closed() {
                 return Ok(Vec::new());
             }
-            let delivery = Delivery { epoch: self.epoch };
             if !self.buffer.is_empty() {
                 let n = max.min(self.buffer.len());
-                return Ok(self
-                    .buffer
-                    .drain(..n)
-                    .map(|stored| to_message(&self.topic, stored, delivery))
-                    .collect());
+                return Ok(self.buffer.drain(..n).collect());
             }
-            match self.subscription.next_batch(self.capacity).await {
+            let (topic, delivery) = (&self.topic, Delivery { epoch: self.epoch });
+            let read = self
+                .subscription
+                .next_batch_with(self.capacity, |stored| to_message(topic, stored, delivery))
+                .await;
+            match read {
                 // The whole read fits: hand it over without staging it in the buffer.
-                Ok(batch) if batch.len() <= max => {
-                    return Ok(batch
-                        .into_iter()
-                        .map(|stored| to_message(&self.topic, stored, delivery))
-                        .collect());
-                }
+                Ok(batch) if batch.len() <= max => return Ok(batch),
                 Ok(batch) => self.buffer.extend(batch),
                 Err(Error::Closed(_)) => return Ok(Vec::new()),
                 Err(e) => return Err(e),

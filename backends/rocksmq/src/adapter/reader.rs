@@ -8,7 +8,7 @@ use msgstream::mq::{Delivery, Message, MessageId, Reader};
 use msgstream::{Error, Result};
 
 use super::{seek_position, to_message};
-use crate::{StoredMessage, TopicReader};
+use crate::TopicReader;
 
 const PREFETCH: usize = 256;
 
@@ -17,7 +17,7 @@ const PREFETCH: usize = 256;
 pub struct RocksmqReader {
     reader: TopicReader,
     topic: Arc<str>,
-    buffer: VecDeque<StoredMessage>,
+    buffer: VecDeque<Message>,
     closed: bool,
 }
 
@@ -48,10 +48,16 @@ impl Reader for RocksmqReader {
     async fn next(&mut self) -> Result<Message> {
         loop {
             self.check_open()?;
-            if let Some(stored) = self.buffer.pop_front() {
-                return Ok(to_message(&self.topic, stored, Delivery::default()));
+            if let Some(message) = self.buffer.pop_front() {
+                return Ok(message);
             }
-            let batch = self.reader.next_batch(PREFETCH).await?;
+            let topic = &self.topic;
+            let batch = self
+                .reader
+                .next_batch_with(PREFETCH, |stored| {
+                    to_message(topic, stored, Delivery::default())
+                })
+                .await?;
             self.buffer.extend(batch);
         }
     }
@@ -59,7 +65,10 @@ impl Reader for RocksmqReader {
     async fn has_next(&mut self) -> Result<bool> {
         self.check_open()?;
         if self.buffer.is_empty() {
-            let batch = self.reader.read(PREFETCH)?;
+            let topic = &self.topic;
+            let batch = self.reader.read_with(PREFETCH, |stored| {
+                to_message(topic, stored, Delivery::default())
+            })?;
             self.buffer.extend(batch);
         }
         Ok(!self.buffer.is_empty())
