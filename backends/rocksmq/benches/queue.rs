@@ -6,7 +6,8 @@
 //! - produce: msgs/s and MB/s through `Producer::send_batch`, and through raw `WriteBatch` puts
 //!   of the same keys and payloads into the same column family with the same options (the
 //!   physical reference), for 128 B and 1 KiB payloads and batches of 1, 64 and 1024;
-//! - consume: the queue is filled and closed; then raw RocksDB opens those very files and
+//! - consume: the queue is filled and closed, and its files settled (WAL flushed, messages
+//!   compacted, so both sides read the same tables); then raw RocksDB opens those very files and
 //!   iterates the messages column family, copying each value into an owned `Bytes` (the least a
 //!   reader must do to hand a message on: the physical reference), and the reopened queue reads
 //!   everything with one consumer group through `Consumer::recv_batch` (batches of 1024, acking
@@ -14,6 +15,8 @@
 //!   batch API (`Subscription::consume`), and the raw iterator over a separately written
 //!   one-column-family database, whose files are laid out differently (it flushes later);
 //! - latency: produce→receive p50/p99 for one producer at 10,000 msgs/s and one waiting consumer.
+//!
+//! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (for profiling one).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,6 +53,13 @@ fn scale() -> Scale {
             latency_msgs: 50_000,
         }
     }
+}
+
+/// Whether the kind of case (`produce`, `consume`, `latency`) was asked for.
+fn wanted(kind: &str) -> bool {
+    std::env::var("MSGSTREAM_BENCH_CASES").map_or(true, |cases| {
+        cases.split(',').any(|case| case.trim() == kind)
+    })
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -179,15 +189,33 @@ async fn consume_ours(dir: &tempfile::TempDir, payload_size: usize, count: usize
     (rate, engine_rate)
 }
 
-/// The physical reference: raw RocksDB, with the queue's options, opening the filled queue's
-/// own files and iterating its messages column family, copying each value out.
-fn consume_raw_same_files(dir: &tempfile::TempDir, payload_size: usize, count: usize) -> f64 {
+/// Raw RocksDB, with the queue's options, over the filled queue's own files.
+fn open_raw_same_files(dir: &tempfile::TempDir) -> DB {
     let options = database_options();
     let families = DB::list_cf(&options, dir.path()).expect("list column families");
     let descriptors = families
         .iter()
         .map(|name| ColumnFamilyDescriptor::new(name, column_family_options()));
-    let db = DB::open_cf_descriptors(&options, dir.path(), descriptors).expect("raw open");
+    DB::open_cf_descriptors(&options, dir.path(), descriptors).expect("raw open")
+}
+
+/// Brings the filled queue's files to a settled state before either side reads them: the WAL
+/// replayed and flushed, the messages compacted into the bottom level. Otherwise whichever side
+/// opens the files first replays the WAL into a memtable (faster to iterate than tables) and
+/// leaves fresh level-0 files whose compaction then runs during the other side's read.
+fn settle(dir: &tempfile::TempDir) {
+    let db = open_raw_same_files(dir);
+    for name in DB::list_cf(&database_options(), dir.path()).expect("list column families") {
+        let cf = db.cf_handle(&name).expect("cf");
+        db.flush_cf(cf).expect("flush");
+        db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
+    }
+}
+
+/// The physical reference: raw RocksDB, with the queue's options, opening the filled queue's
+/// own (settled) files and iterating its messages column family, copying each value out.
+fn consume_raw_same_files(dir: &tempfile::TempDir, payload_size: usize, count: usize) -> f64 {
+    let db = open_raw_same_files(dir);
     let cf = db.cf_handle("messages").expect("cf");
     let start = Instant::now();
     let mut iter = db.raw_iterator_cf(cf);
@@ -293,7 +321,7 @@ fn main() {
         .build()
         .expect("runtime");
     let mut summary = Vec::new();
-    for payload in [128usize, 1024] {
+    for payload in [128usize, 1024].into_iter().filter(|_| wanted("produce")) {
         for batch in [1usize, 64, 1024] {
             let total = if batch == 1 {
                 scale.produce_msgs_unbatched
@@ -318,7 +346,7 @@ fn main() {
             ));
         }
     }
-    for payload in [128usize, 1024] {
+    for payload in [128usize, 1024].into_iter().filter(|_| wanted("consume")) {
         let total = if payload == 128 {
             scale.consume_msgs
         } else {
@@ -326,14 +354,21 @@ fn main() {
         };
         let (mut ours, mut engine, mut raw, mut separate) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..RUNS {
+        for run in 0..RUNS {
             let dir = tempfile::tempdir().expect("tempdir");
             let count = runtime.block_on(fill_queue(&dir, payload, total));
-            raw.push(consume_raw_same_files(&dir, payload, count));
+            settle(&dir);
+            // Alternate which side reads first, so neither always meets a warmer page cache.
+            if run % 2 == 0 {
+                raw.push(consume_raw_same_files(&dir, payload, count));
+            }
             let (through_traits, through_engine) =
                 runtime.block_on(consume_ours(&dir, payload, count));
             ours.push(through_traits);
             engine.push(through_engine);
+            if run % 2 == 1 {
+                raw.push(consume_raw_same_files(&dir, payload, count));
+            }
             separate.push(consume_raw(payload, total));
         }
         let (ours, engine, raw, separate) =
@@ -347,15 +382,17 @@ fn main() {
             ours / raw
         ));
     }
-    let rate = 10_000;
-    let runs: Vec<_> = (0..RUNS)
-        .map(|_| runtime.block_on(latency(rate, scale.latency_msgs)))
-        .collect();
-    let p50 = median(runs.iter().map(|r| r.0).collect());
-    let p99 = median(runs.iter().map(|r| r.1).collect());
-    summary.push(format!(
-        "case=latency rate={rate} p50_us={p50:.0} p99_us={p99:.0}"
-    ));
+    if wanted("latency") {
+        let rate = 10_000;
+        let runs: Vec<_> = (0..RUNS)
+            .map(|_| runtime.block_on(latency(rate, scale.latency_msgs)))
+            .collect();
+        let p50 = median(runs.iter().map(|r| r.0).collect());
+        let p99 = median(runs.iter().map(|r| r.1).collect());
+        summary.push(format!(
+            "case=latency rate={rate} p50_us={p50:.0} p99_us={p99:.0}"
+        ));
+    }
     for line in summary {
         println!("{line}");
     }

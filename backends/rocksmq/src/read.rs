@@ -27,27 +27,15 @@ const READ_CHUNK_BYTES: usize = 4 << 20;
 
 /// Memory a cursor keeps between reads, so that a steady consumer allocates nothing per read.
 ///
-/// The payloads of one read share a single buffer (each message's `Bytes` is a slice of it).
-/// The cursor keeps a handle on the last read's buffer; once every message of that read has been
-/// dropped the handle is the only one left and the next read refills the same memory (already
-/// mapped and in cache) instead of allocating afresh. While messages are still held, the next
-/// read allocates a new buffer, so at most one read's buffer (≤ 4 MiB plus one payload) is kept
-/// alive beyond what the caller holds.
+/// The payloads of one read share a single buffer: each message's `Bytes` is split off it as it
+/// is read, so a read costs one allocation, not one per message. The cursor keeps the buffer's
+/// empty tail; once every message split off it has been dropped, the next read reclaims the whole
+/// buffer in place (memory already mapped and in cache). While messages are still held, the next
+/// read starts a new buffer. So a cursor keeps at most one read's buffer (≤ 4 MiB plus one
+/// payload) alive beyond what the caller holds.
 #[derive(Debug, Default)]
 pub(crate) struct ReadScratch {
-    entries: Vec<(u64, usize, Properties)>,
-    last_buffer: Option<Bytes>,
-}
-
-/// An empty buffer of at least `capacity` bytes: the last read's when nobody holds it any more.
-fn recycled_buffer(last: &mut Option<Bytes>, capacity: usize) -> BytesMut {
-    let mut buffer = match last.take().map(Bytes::try_into_mut) {
-        Some(Ok(recycled)) => recycled,
-        _ => BytesMut::new(),
-    };
-    buffer.clear();
-    buffer.reserve(capacity);
-    buffer
+    buffer: BytesMut,
 }
 
 impl ReadScratch {
@@ -79,9 +67,9 @@ impl ReadScratch {
         let mut properties = db.db.raw_iterator_cf_opt(db.cf(CF_PROPERTIES)?, bounded());
         messages.seek(start);
         properties.seek(start);
-        let entries = &mut self.entries;
-        entries.clear();
-        let mut data = BytesMut::new();
+        let data = &mut self.buffer;
+        let first = out.len();
+        let mut bytes = 0;
         let mut next = upto;
         // The id of the next stored properties entry, tracked here so that a message without
         // properties (the common case) costs no call into the properties iterator.
@@ -91,18 +79,16 @@ impl ReadScratch {
         while let (Some(key), Some(value)) = (messages.key(), messages.value()) {
             let id = message_id_from_key(topic, key)
                 .ok_or_else(|| Error::Decode(format!("malformed message key {key:02x?}")))?;
-            if entries.len() == limit || data.len() >= READ_CHUNK_BYTES {
+            let read = out.len() - first;
+            if read == limit || bytes >= READ_CHUNK_BYTES {
                 next = id;
                 break;
             }
-            if entries.is_empty() {
-                let expected = limit.min(1024);
-                entries.reserve(expected);
-                out.reserve(expected);
-                data = recycled_buffer(
-                    &mut self.last_buffer,
-                    (value.len() * expected).min(READ_CHUNK_BYTES),
-                );
+            if read == 0 {
+                // Ids are dense apart from retention gaps: the range bounds the read's size.
+                let expected = usize::try_from(upto - from).map_or(limit, |n| n.min(limit));
+                out.reserve(expected.min(1024));
+                data.reserve(value.len().saturating_mul(expected).min(READ_CHUNK_BYTES));
             }
             while next_property.is_some_and(|p| p < id) {
                 properties.next();
@@ -113,7 +99,12 @@ impl ReadScratch {
                 _ => Properties::new(),
             };
             data.extend_from_slice(value);
-            entries.push((id, value.len(), props));
+            bytes += value.len();
+            out.push(make(StoredMessage {
+                id,
+                payload: data.split().freeze(),
+                properties: props,
+            }));
             messages.next();
         }
         messages
@@ -122,15 +113,6 @@ impl ReadScratch {
         properties
             .status()
             .map_err(|e| db_error("reading message properties", e))?;
-        let mut data = data.freeze();
-        self.last_buffer = Some(data.clone());
-        out.extend(entries.drain(..).map(|(id, len, properties)| {
-            make(StoredMessage {
-                id,
-                payload: data.split_to(len),
-                properties,
-            })
-        }));
         Ok(next)
     }
 }

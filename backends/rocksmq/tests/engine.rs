@@ -271,3 +271,43 @@ async fn synced_durability_modes_write_and_reopen() {
         assert_eq!(mq.latest_message_id("t").expect("latest"), Some(2));
     }
 }
+
+/// A cursor reuses its read buffer once the messages of the last read are gone; payloads still
+/// held must never see the next read's bytes.
+#[tokio::test]
+async fn held_payloads_survive_later_reads_into_a_reused_buffer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = Rocksmq::open(options(&dir)).expect("open");
+    mq.create_topic("t").expect("topic");
+    // Payloads of growing size, so later reads also outgrow the buffer mid-read.
+    let batch: Vec<_> = (0..300)
+        .map(|i| ProducerMessage::new(format!("{i:04}-{}", "x".repeat(i))))
+        .collect();
+    let expected: Vec<String> = batch
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+        .collect();
+    mq.produce("t", batch).await.expect("produce");
+    mq.create_consumer_group("t", "g", InitialPosition::Earliest)
+        .expect("group");
+    let mut sub = mq.subscribe("t", "g").expect("subscribe");
+
+    let held = sub.consume(50).expect("first read");
+    let dropped = sub.consume(50).expect("second read");
+    drop(dropped);
+    let mut rest = Vec::new();
+    loop {
+        let batch = sub.consume(64).expect("later read");
+        if batch.is_empty() {
+            break;
+        }
+        rest.extend(payloads(&batch));
+    }
+    assert_eq!(payloads(&held), expected[..50]);
+    assert_eq!(rest, expected[100..]);
+
+    sub.seek(FIRST_MESSAGE_ID).expect("seek back");
+    let again = sub.consume(1000).expect("read all again");
+    assert_eq!(payloads(&again), expected);
+    assert_eq!(payloads(&held), expected[..50], "held payloads are intact");
+}
