@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
+use tokio::sync::watch;
+
 use msgstream::mq::ProducerMessage;
 use msgstream::{Error, Result};
 
@@ -13,7 +15,7 @@ use crate::keys::{
     CF_META, CF_PAGES, CF_PROPERTIES,
 };
 use crate::read::Cursor;
-use crate::retention::Policy;
+use crate::retention::{Policy, RetentionProgress};
 use crate::store::Store;
 use crate::topics::{TopicState, Topics, FIRST_MESSAGE_ID};
 use crate::writer::{WriteStats, Writer};
@@ -29,6 +31,7 @@ pub(crate) struct Inner {
     epochs: AtomicU64,
     retention_stop: Mutex<Option<mpsc::Sender<()>>>,
     retention_thread: Mutex<Option<JoinHandle<()>>>,
+    pub retention_progress: watch::Sender<RetentionProgress>,
 }
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -74,6 +77,7 @@ impl Rocksmq {
             epochs: AtomicU64::new(1),
             retention_stop: Mutex::new(None),
             retention_thread: Mutex::new(None),
+            retention_progress: watch::Sender::new(RetentionProgress::default()),
         });
         if let Some(interval) = options.retention_interval {
             let (stop, stopped) = mpsc::channel::<()>();
@@ -84,9 +88,16 @@ impl Rocksmq {
                     while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval)
                     {
                         let Some(inner) = weak.upgrade() else { return };
-                        if let Err(e) = (Rocksmq { inner }).run_retention() {
+                        let outcome = (Rocksmq {
+                            inner: inner.clone(),
+                        })
+                        .run_retention();
+                        if let Err(e) = &outcome {
                             tracing::warn!(error = %e, "rocksmq: retention pass failed");
                         }
+                        inner
+                            .retention_progress
+                            .send_modify(|progress| progress.record(&outcome));
                     }
                 })
                 .map_err(|e| {

@@ -40,7 +40,7 @@ pub use engine::Rocksmq;
 pub use group::GroupInfo;
 pub use options::RocksmqOptions;
 pub use read::StoredMessage;
-pub use retention::RetentionReport;
+pub use retention::{RetentionProgress, RetentionReport};
 pub use store::{column_family_options, database_options};
 pub use subscription::{Subscription, TopicReader};
 pub use writer::WriteStats;

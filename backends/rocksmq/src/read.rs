@@ -28,7 +28,8 @@ const READ_CHUNK_BYTES: usize = 4 << 20;
 /// Memory a cursor keeps between reads, so that a steady consumer allocates nothing per read.
 ///
 /// The payloads of one read share a single buffer: each message's `Bytes` is split off it as it
-/// is read, so a read costs one allocation, not one per message. The cursor keeps the buffer's
+/// is read, so a read costs one allocation (more only if later payloads outgrow the estimate made
+/// from the first), not one per message. The cursor keeps the buffer's
 /// empty tail; once every message split off it has been dropped, the next read reclaims the whole
 /// buffer in place (memory already mapped and in cache). While messages are still held, the next
 /// read starts a new buffer. So a cursor keeps at most one read's buffer (≤ 4 MiB plus one
@@ -43,7 +44,6 @@ impl ReadScratch {
     /// `make(message)` for each to `out` (the caller builds its own message type in place: no
     /// intermediate copy). Returns the id after the last one read, or `upto` when the range held
     /// no more than that (ids removed by retention are skipped, never waited for).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn read_range<T>(
         &mut self,
         db: &Db<'_>,

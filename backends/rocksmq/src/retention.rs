@@ -52,6 +52,34 @@ pub struct RetentionReport {
     pub bytes: u64,
 }
 
+/// What the scheduled retention passes have done so far (see [`Rocksmq::watch_retention`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionProgress {
+    /// Scheduled passes finished, including failed ones.
+    pub passes: u64,
+    /// Passes that failed (each is also logged as a warning).
+    pub failures: u64,
+    /// What the last successful pass removed.
+    pub last: RetentionReport,
+    /// Everything removed by scheduled passes since the queue was opened.
+    pub total: RetentionReport,
+}
+
+impl RetentionProgress {
+    pub(crate) fn record(&mut self, outcome: &Result<RetentionReport>) {
+        self.passes += 1;
+        match outcome {
+            Ok(report) => {
+                self.last = *report;
+                self.total.pages += report.pages;
+                self.total.messages += report.messages;
+                self.total.bytes += report.bytes;
+            }
+            Err(_) => self.failures += 1,
+        }
+    }
+}
+
 /// Pure planning: how many of the oldest `pages` (sorted by id) to delete, given the bytes of the
 /// open page, the smallest committed position of the groups that count (`None`: no group), the
 /// current time and the policy.
@@ -126,6 +154,13 @@ pub(crate) fn delete_pages(db: &Db<'_>, topic: u64, deleted: &[Page]) -> Result<
 
 /// The retention pass.
 impl Rocksmq {
+    /// Follows the scheduled retention passes (`retention_interval`): the receiver sees a new
+    /// value after every pass, so a caller can await a pass instead of polling for its effects.
+    /// Passes run by [`Rocksmq::run_retention`] directly are not counted.
+    pub fn watch_retention(&self) -> tokio::sync::watch::Receiver<RetentionProgress> {
+        self.inner.retention_progress.subscribe()
+    }
+
     /// Runs one retention pass over every topic now (the scheduled pass calls this too).
     pub fn run_retention(&self) -> Result<RetentionReport> {
         let mut report = RetentionReport::default();

@@ -119,12 +119,21 @@ async fn scheduled_pass_runs_in_the_background() {
     let mq = Rocksmq::open(options).expect("open");
     fill(&mq, "t", &[]).await;
     let mut reader = mq.reader("t", 0).expect("reader");
-    // The pass deletes every closed page; wait for the observable outcome, bounded.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !remaining(&mq, "t").is_empty() {
-        assert!(std::time::Instant::now() < deadline, "retention never ran");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let mut progress = mq.watch_retention();
+    // Every scheduled pass is announced, with running totals: await the one that removed the
+    // five closed pages (the open tail page has none: all ten messages went).
+    let seen = tokio::time::timeout(
+        Duration::from_secs(20),
+        progress.wait_for(|p| p.total.pages == 5),
+    )
+    .await
+    .expect("a scheduled pass removed the closed pages within 20 s")
+    .map(|p| *p)
+    .expect("the retention thread is running");
+    assert!(seen.passes >= 1);
+    assert_eq!(seen.failures, 0);
+    assert_eq!(seen.total.messages, 10);
+    assert!(remaining(&mq, "t").is_empty());
     assert!(reader.read(10).expect("read").is_empty());
     mq.close();
 }
