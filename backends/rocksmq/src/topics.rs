@@ -241,6 +241,8 @@ fn recover_tail(db: &Db<'_>, topic: u64) -> Result<Tail> {
     for cf in [CF_MESSAGES, CF_PROPERTIES] {
         let mut options = rocksdb::ReadOptions::default();
         options.set_iterate_upper_bound(message_key(topic, next_id));
+        // A one-off bulk scan at open: leave the block cache to what consumers read.
+        options.fill_cache(false);
         let mut iter = db.db.raw_iterator_cf_opt(db.cf(cf)?, options);
         iter.seek(message_key(topic, page_first));
         while let Some(value) = iter.value() {
