@@ -40,44 +40,56 @@ pub(crate) struct ReadScratch {
 }
 
 impl ReadScratch {
-    /// Reads up to `limit` messages of `topic` with ids in `from..upto`, in id order, appending
+    /// Reads up to `limit` visible messages of `topic` from id `from` on, in id order, appending
     /// `make(message)` for each to `out` (the caller builds its own message type in place: no
-    /// intermediate copy). Returns the id after the last one read, or `upto` when the range held
-    /// no more than that (ids removed by retention are skipped, never waited for).
+    /// intermediate copy). Returns the id after the last one read, or the topic's visible end
+    /// when the range held no more than that (ids removed by retention are skipped, never
+    /// waited for).
     pub(crate) fn read_range<T>(
         &mut self,
         db: &Db<'_>,
-        topic: u64,
-        (from, upto): (u64, u64),
+        topic: &TopicState,
+        from: u64,
         limit: usize,
         out: &mut Vec<T>,
         mut make: impl FnMut(StoredMessage) -> T,
     ) -> Result<u64> {
+        // `visible` first: the properties flag is raised before the ids that need it are.
+        let upto = topic.visible();
+        let with_properties = topic.has_properties();
         if from >= upto || limit == 0 {
             return Ok(from);
         }
-        let start = message_key(topic, from);
-        let end = message_key(topic, upto);
-        let bounded = || {
+        let start = message_key(topic.id, from);
+        let end = message_key(topic.id, upto);
+        // The messages iterator stops at `end` by the loop's own key check (the key is read and
+        // parsed anyway), which is cheaper than RocksDB comparing every key with an upper bound;
+        // it reads at most one key past the range. Properties are rare: their iterator exists
+        // only for topics that have any, and is advanced only to the ids that have them.
+        let mut messages = db.db.raw_iterator_cf(db.cf(CF_MESSAGES)?);
+        messages.seek(start);
+        let mut properties = if with_properties {
             let mut options = rocksdb::ReadOptions::default();
             options.set_iterate_upper_bound(end);
-            options
+            let mut iter = db.db.raw_iterator_cf_opt(db.cf(CF_PROPERTIES)?, options);
+            iter.seek(start);
+            Some(iter)
+        } else {
+            None
         };
-        let mut messages = db.db.raw_iterator_cf_opt(db.cf(CF_MESSAGES)?, bounded());
-        let mut properties = db.db.raw_iterator_cf_opt(db.cf(CF_PROPERTIES)?, bounded());
-        messages.seek(start);
-        properties.seek(start);
+        let property_id = |it: &rocksdb::DBRawIterator<'_>| {
+            it.key().and_then(|k| message_id_from_key(topic.id, k))
+        };
+        let mut next_property = properties.as_ref().and_then(property_id);
         let data = &mut self.buffer;
         let first = out.len();
         let mut bytes = 0;
         let mut next = upto;
-        // The id of the next stored properties entry, tracked here so that a message without
-        // properties (the common case) costs no call into the properties iterator.
-        let property_id =
-            |it: &rocksdb::DBRawIterator<'_>| it.key().and_then(|k| message_id_from_key(topic, k));
-        let mut next_property = property_id(&properties);
         while let (Some(key), Some(value)) = (messages.key(), messages.value()) {
-            let id = message_id_from_key(topic, key)
+            if key >= end.as_slice() {
+                break;
+            }
+            let id = message_id_from_key(topic.id, key)
                 .ok_or_else(|| Error::Decode(format!("malformed message key {key:02x?}")))?;
             let read = out.len() - first;
             if read == limit || bytes >= READ_CHUNK_BYTES {
@@ -90,14 +102,18 @@ impl ReadScratch {
                 out.reserve(expected.min(1024));
                 data.reserve(value.len().saturating_mul(expected).min(READ_CHUNK_BYTES));
             }
-            while next_property.is_some_and(|p| p < id) {
-                properties.next();
-                next_property = property_id(&properties);
+            let mut props = Properties::new();
+            if let Some(iter) = properties.as_mut() {
+                while next_property.is_some_and(|p| p < id) {
+                    iter.next();
+                    next_property = property_id(iter);
+                }
+                if next_property == Some(id) {
+                    if let Some(value) = iter.value() {
+                        props = decode_properties(value)?;
+                    }
+                }
             }
-            let props = match (next_property, properties.value()) {
-                (Some(p), Some(v)) if p == id => decode_properties(v)?,
-                _ => Properties::new(),
-            };
             data.extend_from_slice(value);
             bytes += value.len();
             out.push(make(StoredMessage {
@@ -110,9 +126,10 @@ impl ReadScratch {
         messages
             .status()
             .map_err(|e| db_error("reading messages", e))?;
-        properties
-            .status()
-            .map_err(|e| db_error("reading message properties", e))?;
+        if let Some(iter) = &properties {
+            iter.status()
+                .map_err(|e| db_error("reading message properties", e))?;
+        }
         Ok(next)
     }
 }
@@ -157,9 +174,8 @@ impl Cursor {
         make: impl FnMut(StoredMessage) -> T,
     ) -> Result<()> {
         self.topic.check_live()?;
-        let range = (self.next, self.topic.visible());
-        let (topic, scratch) = (self.topic.id, &mut self.scratch);
-        self.next = store.with(|db| scratch.read_range(db, topic, range, limit, out, make))?;
+        let (topic, from, scratch) = (&self.topic, self.next, &mut self.scratch);
+        self.next = store.with(|db| scratch.read_range(db, topic, from, limit, out, make))?;
         Ok(())
     }
 

@@ -15,7 +15,8 @@ use tokio::sync::Notify;
 use crate::codec::{decode_u64, PageRecord};
 use crate::keys::{
     message_id_from_key, message_key, topic_floor_key, topic_name_from_key, topic_name_key,
-    CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES, META_NEXT_TOPIC_ID, TOPIC_NAME_PREFIX,
+    topic_prefix, topic_upper_bound, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
+    META_NEXT_TOPIC_ID, TOPIC_NAME_PREFIX,
 };
 use crate::store::{db_error, Db, BACKEND};
 
@@ -50,10 +51,14 @@ pub(crate) struct TopicState {
     pub wakeup: Notify,
     /// Set by `destroy_topic`; handles held by producers and consumers then fail.
     pub destroyed: AtomicBool,
+    /// Whether any message of this topic may carry properties: recovered at open, set by the
+    /// writer before such a message becomes visible. While false, reads skip the properties
+    /// column family altogether (most topics never use properties).
+    has_properties: AtomicBool,
 }
 
 impl TopicState {
-    fn new(name: String, id: u64, tail: Tail) -> Arc<TopicState> {
+    fn new(name: String, id: u64, tail: Tail, has_properties: bool) -> Arc<TopicState> {
         Arc::new(TopicState {
             name,
             id,
@@ -61,6 +66,7 @@ impl TopicState {
             visible: AtomicU64::new(tail.next_id),
             wakeup: Notify::new(),
             destroyed: AtomicBool::new(false),
+            has_properties: AtomicBool::new(has_properties),
         })
     }
 
@@ -86,6 +92,17 @@ impl TopicState {
     /// Wakes every waiter without publishing anything new.
     pub fn wake(&self) {
         self.wakeup.notify_waiters();
+    }
+
+    /// Whether a message visible now may carry properties. Load [`TopicState::visible`] first:
+    /// the flag is raised before the ids of the first message with properties are published.
+    pub fn has_properties(&self) -> bool {
+        self.has_properties.load(Ordering::Acquire)
+    }
+
+    /// Called by the writer for a message with properties, before it is published.
+    pub fn note_properties(&self) {
+        self.has_properties.store(true, Ordering::Release);
     }
 
     /// The next id readers may see.
@@ -132,7 +149,11 @@ impl Topics {
             };
             let id = decode_u64("topic id", value)?;
             let tail = recover_tail(db, id)?;
-            map.insert(name.to_owned(), TopicState::new(name.to_owned(), id, tail));
+            let has_properties = any_properties(db, id)?;
+            map.insert(
+                name.to_owned(),
+                TopicState::new(name.to_owned(), id, tail, has_properties),
+            );
             iter.next();
         }
         iter.status().map_err(|e| db_error("listing topics", e))?;
@@ -178,7 +199,7 @@ impl Topics {
         batch.put_cf(meta, topic_name_key(name), id.to_be_bytes());
         batch.put_cf(meta, topic_floor_key(id), tail.next_id.to_be_bytes());
         db.write(batch)?;
-        let topic = TopicState::new(name.to_owned(), id, tail);
+        let topic = TopicState::new(name.to_owned(), id, tail, false);
         map.insert(name.to_owned(), topic.clone());
         Ok(topic)
     }
@@ -202,6 +223,18 @@ fn initial_tail() -> Tail {
         page_first: FIRST_MESSAGE_ID,
         page_bytes: 0,
     }
+}
+
+/// Whether any message of `topic` has stored properties.
+fn any_properties(db: &Db<'_>, topic: u64) -> Result<bool> {
+    let mut options = rocksdb::ReadOptions::default();
+    options.set_iterate_upper_bound(topic_upper_bound(topic));
+    let mut iter = db.db.raw_iterator_cf_opt(db.cf(CF_PROPERTIES)?, options);
+    iter.seek(topic_prefix(topic));
+    let found = iter.valid();
+    iter.status()
+        .map_err(|e| db_error("looking for message properties", e))?;
+    Ok(found)
 }
 
 /// The newest entry of `topic` in column family `cf` (keyed by message ids): its id and value.

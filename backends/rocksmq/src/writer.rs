@@ -213,6 +213,7 @@ impl Writer {
                     batch.put_cf(messages_cf, key, &message.payload);
                     let mut bytes = message.payload.len() as u64;
                     if !message.properties.is_empty() {
+                        request.topic.note_properties();
                         let encoded = encode_properties(&message.properties);
                         bytes += encoded.len() as u64;
                         batch.put_cf(db.cf(CF_PROPERTIES)?, key, encoded);

@@ -311,3 +311,49 @@ async fn held_payloads_survive_later_reads_into_a_reused_buffer() {
     assert_eq!(payloads(&again), expected);
     assert_eq!(payloads(&held), expected[..50], "held payloads are intact");
 }
+
+/// Reads skip the properties column family for topics without properties; the first message
+/// with properties, mid-life or before a reopen, must still be read with them.
+#[tokio::test]
+async fn properties_appearing_later_and_after_reopen_are_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = Rocksmq::open(options(&dir)).expect("open");
+    mq.create_topic("t").expect("topic");
+    mq.create_topic("plain").expect("topic");
+    mq.produce("t", messages("m", 3))
+        .await
+        .expect("plain messages");
+    mq.produce("plain", messages("p", 2)).await.expect("plain");
+    let mut reader = mq.reader("t", 0).expect("reader");
+    assert!(reader
+        .read(10)
+        .expect("read")
+        .iter()
+        .all(|m| m.properties.is_empty()));
+    let mut props = Properties::new();
+    props.insert("k".into(), "v".into());
+    let tagged = ProducerMessage {
+        payload: "tagged".into(),
+        properties: props.clone(),
+    };
+    mq.produce("t", vec![ProducerMessage::new("before"), tagged])
+        .await
+        .expect("a message with properties");
+    let later = reader.read(10).expect("read the new ones");
+    assert_eq!(payloads(&later), ["before", "tagged"]);
+    assert!(later[0].properties.is_empty());
+    assert_eq!(later[1].properties, props, "the existing cursor sees them");
+    mq.close();
+
+    let mq = Rocksmq::open(options(&dir)).expect("reopen");
+    let all = mq.reader("t", 0).expect("reader").read(10).expect("read");
+    assert_eq!(all.len(), 5);
+    assert_eq!(all[4].properties, props, "recovered at open");
+    assert!(all[..4].iter().all(|m| m.properties.is_empty()));
+    let plain = mq
+        .reader("plain", 0)
+        .expect("reader")
+        .read(10)
+        .expect("read");
+    assert_eq!(payloads(&plain), ["p-0", "p-1"]);
+}
