@@ -28,6 +28,8 @@ use msgstream_rocksmq::{
 use rocksdb::{ColumnFamilyDescriptor, WriteBatch, DB};
 
 const RUNS: usize = 3;
+/// Consume runs are short and noisier (page cache, block cache), so they take more samples.
+const CONSUME_RUNS: usize = 5;
 const TOPIC_ID: u64 = 1;
 
 struct Scale {
@@ -369,7 +371,7 @@ fn main() {
         };
         let (mut ours, mut engine, mut raw, mut separate) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for run in 0..RUNS {
+        for run in 0..CONSUME_RUNS {
             let dir = tempfile::tempdir().expect("tempdir");
             let count = runtime.block_on(fill_queue(&dir, payload, total));
             settle(&dir);
