@@ -179,6 +179,24 @@ impl Cursor {
         Ok(())
     }
 
+    /// Waits for at least one message, then reads up to `limit` (built by `make`). Cancel-safe:
+    /// the cursor moves only in the synchronous read after a completed wait.
+    pub async fn next_batch<T>(
+        &mut self,
+        store: &Store,
+        limit: usize,
+        mut make: impl FnMut(StoredMessage) -> T,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        loop {
+            self.read(store, limit, &mut out, &mut make)?;
+            if !out.is_empty() {
+                return Ok(out);
+            }
+            self.wait(store).await?;
+        }
+    }
+
     /// Waits until a message at or after the cursor is visible. Cancel-safe: nothing is consumed
     /// while waiting. `Error::Closed` once the store closes, `InvalidArgument` if the topic is
     /// destroyed.

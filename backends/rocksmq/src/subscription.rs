@@ -63,17 +63,11 @@ impl Subscription {
     pub(crate) async fn next_batch_with<T>(
         &mut self,
         n: usize,
-        mut make: impl FnMut(StoredMessage) -> T,
+        make: impl FnMut(StoredMessage) -> T,
     ) -> Result<Vec<T>> {
-        let mut out = Vec::new();
-        loop {
-            self.cursor
-                .read(&self.engine.inner.store, n, &mut out, &mut make)?;
-            if !out.is_empty() {
-                return Ok(out);
-            }
-            self.cursor.wait(&self.engine.inner.store).await?;
-        }
+        self.cursor
+            .next_batch(&self.engine.inner.store, n, make)
+            .await
     }
 
     /// Acknowledges `id` and everything before it (see [`Rocksmq::ack`]).
@@ -143,17 +137,11 @@ impl TopicReader {
     pub(crate) async fn next_batch_with<T>(
         &mut self,
         n: usize,
-        mut make: impl FnMut(StoredMessage) -> T,
+        make: impl FnMut(StoredMessage) -> T,
     ) -> Result<Vec<T>> {
-        let mut out = Vec::new();
-        loop {
-            self.cursor
-                .read(&self.engine.inner.store, n, &mut out, &mut make)?;
-            if !out.is_empty() {
-                return Ok(out);
-            }
-            self.cursor.wait(&self.engine.inner.store).await?;
-        }
+        self.cursor
+            .next_batch(&self.engine.inner.store, n, make)
+            .await
     }
 
     /// Moves the cursor so that the next message is the first with id ≥ `id`.
