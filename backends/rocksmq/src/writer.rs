@@ -46,10 +46,18 @@ struct Queue {
     leading: bool,
 }
 
+/// Buffers of the commit path, kept under the commit lock and reused, so that a commit
+/// allocates nothing of its own (a single-message append is as lean as a raw put).
+#[derive(Default)]
+pub(crate) struct CommitScratch {
+    tails: Vec<(Arc<TopicState>, Tail)>,
+    answers: Vec<(Option<Reply>, Result<Range<u64>>)>,
+}
+
 /// The single write path of message data.
 pub(crate) struct Writer {
     queue: Mutex<Queue>,
-    commit: Mutex<()>,
+    commit: Mutex<CommitScratch>,
     page_size: u64,
     syncs: bool,
     writes: AtomicU64,
@@ -103,7 +111,7 @@ impl Writer {
     }
 
     /// Excludes writes while held: destroy and close take it so no batch straddles them.
-    pub fn exclusive(&self) -> MutexGuard<'_, ()> {
+    pub fn exclusive(&self) -> MutexGuard<'_, CommitScratch> {
         lock(&self.commit)
     }
 
@@ -182,9 +190,12 @@ impl Writer {
     /// Writes `group` in one batch and answers the followers; returns the answer of the request
     /// without a reply channel (the leader's own), if it was in the group and the store open.
     fn commit_group(&self, store: &Store, group: Vec<Request>) -> Option<Result<Range<u64>>> {
-        let _commit = lock(&self.commit);
-        let mut tails: Vec<(Arc<TopicState>, Tail)> = Vec::new();
-        let mut answers: Vec<(Option<Reply>, Result<Range<u64>>)> = Vec::with_capacity(group.len());
+        let mut scratch = lock(&self.commit);
+        let CommitScratch { tails, answers } = &mut *scratch;
+        // Empty after every commit; cleared anyway so nothing stale can survive a panic.
+        tails.clear();
+        answers.clear();
+        answers.reserve(group.len());
         let written = store.with(|db| {
             let messages_cf = db.cf(CF_MESSAGES)?;
             let mut batch = rocksdb::WriteBatch::default();
@@ -239,37 +250,34 @@ impl Writer {
             }
             db.write(batch)
         });
-        let answers: Vec<_> = match written {
+        match written {
             Ok(()) => {
                 self.writes.fetch_add(1, Ordering::Relaxed);
                 self.batches
                     .fetch_add(answers.len() as u64, Ordering::Relaxed);
-                for (topic, tail) in tails {
+                for (topic, tail) in tails.drain(..) {
                     *lock(&topic.tail) = tail;
                     topic.publish(tail.next_id);
                 }
-                answers
             }
             Err(e) => {
+                tails.clear();
                 let closed = matches!(e, Error::Closed(_));
                 let message = e.to_string();
                 let transient = e.is_transient();
-                answers
-                    .into_iter()
-                    .map(|(reply, answer)| {
-                        let failure = match answer {
-                            Err(own) => own,
-                            Ok(_) if closed => Error::Closed("rocksmq client"),
-                            Ok(_) if transient => Error::transient(BACKEND, message.clone()),
-                            Ok(_) => Error::backend(BACKEND, message.clone()),
-                        };
-                        (reply, Err(failure))
-                    })
-                    .collect()
+                for (_, answer) in answers.iter_mut().filter(|(_, answer)| answer.is_ok()) {
+                    *answer = Err(if closed {
+                        Error::Closed("rocksmq client")
+                    } else if transient {
+                        Error::transient(BACKEND, message.clone())
+                    } else {
+                        Error::backend(BACKEND, message.clone())
+                    });
+                }
             }
-        };
+        }
         let mut own = None;
-        for (reply, answer) in answers {
+        for (reply, answer) in answers.drain(..) {
             match reply {
                 // A caller that stopped waiting loses only the answer; its data is written.
                 Some(reply) => drop(reply.send(answer)),
