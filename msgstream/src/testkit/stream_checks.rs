@@ -221,7 +221,7 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
         matches!(stream.next(&a).await, Err(Error::NotSubscribed { .. })),
         "no reader on it"
     );
-    // Garbage on the channel is skipped, the stream goes on.
+    // Garbage on the channel is reported (channel and id named), then the stream goes on.
     let raw = client.create_producer(&a).await.expect("producer");
     raw.send(ProducerMessage::new(&b"\xff\xffgarbage"[..]))
         .await
@@ -231,6 +231,10 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
         .produce(&pack(vec![insert(9, 9, 0)]))
         .await
         .expect("produce");
+    match within("the garbage", stream.next_pack()).await {
+        Some(Err(Error::Decode(what))) => assert!(what.contains(&a), "{what}"),
+        other => panic!("expected a decode error for the garbage, got {other:?}"),
+    }
     assert_eq!(row_id(&next_msg(&mut stream).await), 9);
 }
 

@@ -8,6 +8,7 @@ use crate::msg::{MsgPack, MsgPosition, TsMsg};
 use crate::stream::Produce;
 use crate::stream::StreamOptions;
 use crate::tt::TtMsgStream;
+use crate::Error;
 
 fn pack(msgs: Vec<TsMsg>) -> MsgPack {
     MsgPack {
@@ -216,7 +217,7 @@ pub async fn tt_replay_determinism(client: Arc<dyn Client>) {
 }
 
 /// Undecodable payloads are skipped with a logged error; the stream continues.
-pub async fn tt_skips_garbage(client: Arc<dyn Client>) {
+pub async fn tt_reports_garbage(client: Arc<dyn Client>) {
     let a = unique("tt-garbage");
     write(&client, &a, &[Ok(1)]).await;
     let raw = client.create_producer(&a).await.expect("producer");
@@ -228,6 +229,12 @@ pub async fn tt_skips_garbage(client: Arc<dyn Client>) {
         .expect("garbage");
     write(&client, &a, &[Ok(2), Err(3)]).await;
     let mut stream = tt_consumer(&client, &[a.as_str()]).await;
+    for _ in 0..2 {
+        match within("a garbage report", stream.next_pack()).await {
+            Some(Err(Error::Decode(what))) => assert!(what.contains(&a), "{what}"),
+            other => panic!("expected a decode error for the garbage, got {other:?}"),
+        }
+    }
     let packs = packs_until(&mut stream, 3).await;
     assert_eq!(summary(&packs), vec![(0, 3, vec![1, 2])]);
 }
