@@ -187,6 +187,7 @@ impl MsgStream {
             msg_id: msg.id.as_bytes().to_vec(),
             msg_group: subscription,
             timestamp: ts.end_ts(),
+            ..MsgPosition::default()
         });
         ts.properties = msg.properties;
         Ok(ts)

@@ -253,6 +253,7 @@ impl PumpContext {
                     msg_id: msg.id.as_bytes().to_vec(),
                     msg_group: consumer.subscription().to_string(),
                     timestamp: ts.end_ts(),
+                    ..MsgPosition::default()
                 });
                 ts.properties = msg.properties.clone();
                 Some(ts)

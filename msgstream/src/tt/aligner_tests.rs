@@ -38,6 +38,7 @@ fn to_log(channel: &str, entries: &[Entry]) -> Vec<TsMsg> {
                 msg_id: MessageId::from_u64(i as u64).as_bytes().to_vec(),
                 msg_group: "g".into(),
                 timestamp: msg.end_ts(),
+                ..MsgPosition::default()
             });
             msg
         })
