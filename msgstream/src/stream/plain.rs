@@ -85,7 +85,7 @@ impl MsgStream {
     }
 
     /// The next pack (one message), waiting for it. `None` once every consumer is closed.
-    /// Undecodable messages are logged and skipped; consumer errors are returned as items.
+    /// Consumer errors and undecodable messages are returned as error items; the stream goes on.
     pub async fn next_pack(&mut self) -> Option<Result<MsgPack>> {
         let side = self.consumers.as_mut()?;
         while side.open > 0 {

@@ -51,10 +51,10 @@ pub(crate) struct Delivered {
     pub(crate) event: Event,
 }
 
-/// A received message on its way: `delivered` is `None` for an undecodable one, which is only
-/// acked.
+/// A received message (or an event) on its way; `ack` is the message to ack once it is handed
+/// over.
 struct Pending {
-    delivered: Option<Delivered>,
+    delivered: Delivered,
     ack: Option<Message>,
 }
 
@@ -242,8 +242,9 @@ impl PumpContext {
         }
     }
 
-    /// Decodes a message; garbage is logged and acked away (`None`), the stream goes on.
-    fn decode(&self, consumer: &dyn Consumer, msg: &Message) -> Option<TsMsg> {
+    /// Decodes a message. Garbage becomes an `Error::Decode` naming the message, which the
+    /// application receives in its place (the message is acked; the stream goes on).
+    fn decode(&self, consumer: &dyn Consumer, msg: &Message) -> Event {
         match self.registry.decode(&msg.payload) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
@@ -256,11 +257,14 @@ impl PumpContext {
                     ..MsgPosition::default()
                 });
                 ts.properties = msg.properties.clone();
-                Some(ts)
+                Event::Msg(ts)
             }
             Err(error) => {
-                tracing::error!(channel = %msg.topic, id = ?msg.id, %error, "skipping undecodable message");
-                None
+                tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "undecodable message");
+                Event::Failed(Error::Decode(format!(
+                    "message {:?} on channel {:?}: {error}",
+                    msg.id, msg.topic
+                )))
             }
         }
     }
@@ -271,16 +275,14 @@ impl PumpContext {
     fn receive(&self, parked: &mut Parked, received: Result<Vec<Message>>) {
         match received {
             Ok(batch) if batch.is_empty() => parked.pending.push_back(Pending {
-                delivered: Some(self.delivered(Event::Closed)),
+                delivered: self.delivered(Event::Closed),
                 ack: None,
             }),
             Ok(batch) => {
                 for msg in batch {
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
                     let _entered = span.enter();
-                    let delivered = self
-                        .decode(parked.consumer.as_ref(), &msg)
-                        .map(|ts| self.delivered(Event::Msg(ts)));
+                    let delivered = self.delivered(self.decode(parked.consumer.as_ref(), &msg));
                     parked.pending.push_back(Pending {
                         delivered,
                         ack: Some(msg),
@@ -288,13 +290,13 @@ impl PumpContext {
                 }
             }
             Err(error) => parked.pending.push_back(Pending {
-                delivered: Some(self.delivered(Event::Failed(error))),
+                delivered: self.delivered(Event::Failed(error)),
                 ack: None,
             }),
         }
     }
 
-    /// Acks a message handed over (or skipped): at once, or deferred to the end of the batch
+    /// Acks a message handed over: at once, or deferred to the end of the batch
     /// when acks are cumulative.
     async fn acked(&self, parked: &mut Parked, msg: Option<Message>) {
         let Some(msg) = msg else { return };
@@ -325,41 +327,34 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
             ctx.receive(&mut parked, received);
             continue;
         }
-        let needs_queue = parked
-            .pending
-            .front()
-            .is_some_and(|p| p.delivered.is_some());
-        if needs_queue {
-            tokio::select! {
-                biased;
-                _ = &mut stop => {
+        tokio::select! {
+            biased;
+            _ = &mut stop => {
+                flush_ack(&mut parked).await;
+                return parked;
+            }
+            permit = ctx.tx.reserve() => {
+                let Ok(permit) = permit else { return parked };
+                let Some(Pending { delivered, ack }) = parked.pending.pop_front() else {
+                    continue;
+                };
+                let terminal = matches!(delivered.event, Event::Closed);
+                // A consumer error (no message) backs off; an undecodable message does not.
+                let failed = ack.is_none() && matches!(delivered.event, Event::Failed(_));
+                permit.send(delivered);
+                ctx.acked(&mut parked, ack).await;
+                if terminal {
                     flush_ack(&mut parked).await;
+                    let _ = stop.await;
                     return parked;
                 }
-                permit = ctx.tx.reserve() => {
-                    let Ok(permit) = permit else { return parked };
-                    let Some(Pending { delivered: Some(delivered), ack }) = parked.pending.pop_front() else {
-                        continue;
-                    };
-                    let terminal = matches!(delivered.event, Event::Closed);
-                    let failed = matches!(delivered.event, Event::Failed(_));
-                    permit.send(delivered);
-                    ctx.acked(&mut parked, ack).await;
-                    if terminal {
-                        flush_ack(&mut parked).await;
-                        let _ = stop.await;
-                        return parked;
-                    }
-                    if failed {
-                        tokio::select! {
-                            _ = &mut stop => return parked,
-                            _ = tokio::time::sleep(ERROR_BACKOFF) => {}
-                        }
+                if failed {
+                    tokio::select! {
+                        _ = &mut stop => return parked,
+                        _ = tokio::time::sleep(ERROR_BACKOFF) => {}
                     }
                 }
             }
-        } else if let Some(skipped) = parked.pending.pop_front() {
-            ctx.acked(&mut parked, skipped.ack).await;
         }
     }
 }

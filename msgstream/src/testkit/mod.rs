@@ -119,7 +119,7 @@ macro_rules! contract_tests {
             tt_different_tick_timestamps,
             tt_three_channels_aligned,
             tt_replay_determinism,
-            tt_skips_garbage,
+            tt_reports_garbage,
         );
     };
     (@each $harness:path; $($check:ident),* $(,)?) => {
