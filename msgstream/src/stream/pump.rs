@@ -261,10 +261,13 @@ impl PumpContext {
             }
             Err(error) => {
                 tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "undecodable message");
-                Event::Failed(Error::Decode(format!(
-                    "message {:?} on channel {:?}: {error}",
-                    msg.id, msg.topic
-                )))
+                Event::Failed(match error {
+                    Error::Decode(reason) => Error::Decode(format!(
+                        "message {:?} on channel {:?}: {reason}",
+                        msg.id, msg.topic
+                    )),
+                    other => other,
+                })
             }
         }
     }
