@@ -140,6 +140,7 @@ impl MsgStream {
             }
             let channel = delivered.channel;
             let handed = delivered.token.as_ref().map(|t| t.id.clone());
+            let per_message = handed.is_some();
             if let Some(token) = delivered.token {
                 side.commits.received(channel, token, true);
             }
@@ -149,7 +150,9 @@ impl MsgStream {
             match delivered.event {
                 Event::Msg(msg) => return Some(Ok(single_pack(msg))),
                 Event::Failed(error) => {
-                    side.failed |= error.is_permanent();
+                    // A message that does not decode is one item; a failure with no message
+                    // behind it ended its channel for good.
+                    side.failed |= !per_message;
                     return Some(Err(error));
                 }
                 Event::Closed => side.open -= 1,
@@ -292,6 +295,7 @@ impl MsgStream {
             msg_id: msg.id.as_bytes().to_vec(),
             msg_group: subscription,
             timestamp: ts.end_ts(),
+            ..MsgPosition::default()
         });
         ts.properties = msg.properties;
         Ok(ts)

@@ -311,14 +311,21 @@ impl PumpContext {
                     msg_id: msg.id.as_bytes().to_vec(),
                     msg_group: consumer.subscription().to_string(),
                     timestamp: ts.end_ts(),
+                    ..MsgPosition::default()
                 });
                 ts.properties = std::mem::take(&mut msg.properties);
                 Event::Msg(ts)
             }
-            Err(error) => Event::Failed(Error::Decode(format!(
-                "message {:?} of channel {:?}: {error}",
-                msg.id, msg.topic
-            ))),
+            Err(error) => {
+                tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "undecodable message");
+                Event::Failed(match error {
+                    Error::Decode(reason) => Error::Decode(format!(
+                        "message {:?} on channel {:?}: {reason}",
+                        msg.id, msg.topic
+                    )),
+                    other => other,
+                })
+            }
         };
         self.delivered(event, Some(msg))
     }
