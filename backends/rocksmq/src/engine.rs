@@ -66,6 +66,7 @@ impl Rocksmq {
     pub fn open(options: RocksmqOptions) -> Result<Rocksmq> {
         let store = Store::open(&options.path, options.sync)?;
         let topics = store.with(Topics::load)?;
+        store.with(|db| report_lost_tail(db, &topics, &options.path))?;
         let inner = Arc::new(Inner {
             store,
             topics,
@@ -259,4 +260,30 @@ impl Rocksmq {
             topic.wake();
         }
     }
+}
+
+/// After recovery, a consumer group positioned beyond its topic's recovered end means messages
+/// it had seen are gone: the WAL lost records (a damaged or removed log file). RocksDB recovers
+/// such damage without a word, so say it loudly, with how many ids are missing.
+fn report_lost_tail(
+    db: &crate::store::Db<'_>,
+    topics: &Topics,
+    path: &std::path::Path,
+) -> Result<()> {
+    for topic in topics.all() {
+        let next = topic.tail().next_id;
+        for (group, record) in crate::group::list(db, topic.id)? {
+            if record.committed > next {
+                tracing::error!(
+                    path = %path.display(),
+                    topic = %topic.name,
+                    group = %group,
+                    missing = record.committed - next,
+                    "rocksmq: {} message ids of topic {:?} are missing after recovery: group {:?} had acknowledged up to {} but the topic now ends at {} (the write-ahead log lost records)",
+                    record.committed - next, topic.name, group, record.committed - 1, next - 1
+                );
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,6 +1,5 @@
 //! `MsgStream`: producers on N channels and consumers delivering one message per pack.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::Stream;
@@ -9,8 +8,10 @@ use tokio::sync::mpsc;
 use super::options::StreamOptions;
 use super::producers::{Produce, Producers};
 use super::pump::{Event, Pumps};
-use super::{check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog};
-use crate::mq::{validate_channel_name, Client, InitialPosition, MessageId, Reader, ReaderOptions};
+use super::{
+    check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
+};
+use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
 
@@ -56,7 +57,7 @@ pub struct MsgStream {
     options: StreamOptions,
     producers: Producers,
     consumers: Option<ConsumerSide>,
-    readers: HashMap<String, Box<dyn Reader>>,
+    readers: Readers,
 }
 
 impl MsgStream {
@@ -64,10 +65,10 @@ impl MsgStream {
     pub fn new(client: Arc<dyn Client>, options: StreamOptions) -> Self {
         MsgStream {
             producers: Producers::new(client.clone(), options.retry),
+            readers: Readers::new(client.clone(), options.clone()),
             client,
             options,
             consumers: None,
-            readers: HashMap::new(),
         }
     }
 
@@ -190,6 +191,21 @@ impl MsgStream {
         Ok(())
     }
 
+    /// The packs as a `futures::Stream` borrowing the stream, which stays usable afterwards
+    /// (to seek, commit or close it). Boxed, so it is `Unpin` and `Send` like any stream a
+    /// caller would poll with `StreamExt::next`.
+    pub fn packs(&mut self) -> futures::stream::BoxStream<'_, Result<MsgPack>> {
+        Box::pin(futures::stream::unfold(self, |stream| async move {
+            stream.next_pack().await.map(|item| (item, stream))
+        }))
+    }
+
+    /// Whether `channel` exists on the backend (Milvus's `CheckTopicValid`):
+    /// `Error::UnknownChannel` if not.
+    pub async fn check_topic_valid(&self, channel: &str) -> Result<()> {
+        super::check_topic_valid(self.client.as_ref(), channel).await
+    }
+
     /// The stream as a `futures::Stream` of packs.
     pub fn into_stream(self) -> impl Stream<Item = Result<MsgPack>> {
         futures::stream::unfold(self, |mut stream| async move {
@@ -256,75 +272,23 @@ impl MsgStream {
     /// Opens readers on `channels`, from the earliest message. `subscription` only names them in
     /// diagnostics: readers keep no durable state.
     pub async fn as_reader(&mut self, channels: &[&str], subscription: &str) -> Result<()> {
-        validate_channel_name("subscription", subscription)?;
-        check_distinct(channels, |c| self.readers.contains_key(c))?;
-        for channel in channels {
-            validate_channel_name("channel", channel)?;
-            let options = ReaderOptions {
-                topic: channel.to_string(),
-                start: self.client.earliest_message_id(),
-                inclusive: true,
-            };
-            let client = &self.client;
-            let reader = self
-                .options
-                .retry
-                .run("create reader", || client.create_reader(options.clone()))
-                .await?;
-            self.readers.insert(channel.to_string(), reader);
-        }
-        Ok(())
-    }
-
-    fn reader(&mut self, channel: &str) -> Result<&mut Box<dyn Reader>> {
-        self.readers
-            .get_mut(channel)
-            .ok_or_else(|| Error::NotSubscribed {
-                channel: channel.to_string(),
-            })
+        self.readers.add(channels, subscription).await
     }
 
     /// The next message of a reader channel, waiting for it; undecodable payloads are errors.
     pub async fn next(&mut self, channel: &str) -> Result<TsMsg> {
-        let subscription = String::new();
-        let registry = self.options.registry.clone();
-        let msg = self.reader(channel)?.next().await?;
-        let mut ts = TsMsg::new(registry.decode(&msg.payload)?);
-        ts.position = Some(MsgPosition {
-            channel_name: msg.topic.to_string(),
-            msg_id: msg.id.as_bytes().to_vec(),
-            msg_group: subscription,
-            timestamp: ts.end_ts(),
-            ..MsgPosition::default()
-        });
-        ts.properties = msg.properties;
-        Ok(ts)
+        self.readers.next(channel).await
     }
 
     /// Whether a reader channel has a message available now.
     pub async fn has_next(&mut self, channel: &str) -> Result<bool> {
-        self.reader(channel)?.has_next().await
+        self.readers.has_next(channel).await
     }
 
-    /// Moves readers to positions (each must name a reader channel).
+    /// Moves readers to positions (each must name a reader channel); every target is checked
+    /// before any reader moves.
     pub async fn seek_readers(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
-        let mut targets = Vec::with_capacity(positions.len());
-        for position in positions {
-            self.reader(&position.channel_name)?;
-            targets.push(resolve_position(self.client.as_ref(), position)?);
-        }
-        let named: Vec<(String, MessageId)> = positions
-            .iter()
-            .zip(&targets)
-            .map(|(p, id)| (p.channel_name.clone(), id.clone()))
-            .collect();
-        precheck_targets(self.client.as_ref(), &named, inclusive).await?;
-        for (position, id) in positions.iter().zip(targets) {
-            self.reader(&position.channel_name)?
-                .seek(&id, inclusive)
-                .await?;
-        }
-        Ok(())
+        self.readers.seek(positions, inclusive).await
     }
 
     /// Closes producers, consumers and readers. With auto-commit, what the application was
@@ -341,9 +305,7 @@ impl MsgStream {
             side.pumps.close().await;
             side.open = 0;
         }
-        for (_, mut reader) in self.readers.drain() {
-            reader.close().await;
-        }
+        self.readers.close().await;
     }
 }
 

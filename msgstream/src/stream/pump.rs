@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::signal::PumpSignal;
 use super::StreamOptions;
 use futures::FutureExt;
 
@@ -79,6 +80,7 @@ struct Slot {
     generation: u64,
     tx: mpsc::Sender<Delivered>,
     state: SlotState,
+    signal: Arc<PumpSignal>,
 }
 
 /// The pumps of one stream, one per channel, in subscription order.
@@ -141,6 +143,7 @@ impl Pumps {
                 consumer,
                 pending: VecDeque::new(),
             })),
+            signal: Arc::new(PumpSignal::default()),
         });
         self.start(index);
         (index, acker)
@@ -153,6 +156,16 @@ impl Pumps {
             .ok_or_else(|| Error::NotSubscribed {
                 channel: channel.to_string(),
             })
+    }
+
+    /// What the pump of channel `index` publishes (ticks queued, messages held).
+    pub(crate) fn signal(&self, index: usize) -> Option<&Arc<PumpSignal>> {
+        self.slots.get(index).map(|s| &s.signal)
+    }
+
+    /// Received messages held by the pumps before their queues, all channels together.
+    pub(crate) fn pending(&self) -> usize {
+        self.slots.iter().map(|s| s.signal.pending()).sum()
     }
 
     /// Whether `delivered` belongs to the current generation of its channel.
@@ -177,6 +190,7 @@ impl Pumps {
             registry,
             batch: self.batch,
             tx: slot.tx.clone(),
+            signal: slot.signal.clone(),
         };
         let name = slot.channel.clone();
         let tx = slot.tx.clone();
@@ -287,6 +301,7 @@ struct PumpContext {
     registry: Arc<DecoderRegistry>,
     batch: usize,
     tx: mpsc::Sender<Delivered>,
+    signal: Arc<PumpSignal>,
 }
 
 impl PumpContext {
@@ -310,7 +325,9 @@ impl PumpContext {
                     channel_name: msg.topic.to_string(),
                     msg_id: msg.id.as_bytes().to_vec(),
                     msg_group: consumer.subscription().to_string(),
-                    timestamp: ts.end_ts(),
+                    // Milvus stamps a consumed message's position with its BeginTs; the tt
+                    // stream restamps the positions of its packs with their end_ts.
+                    timestamp: ts.begin_ts(),
                     ..MsgPosition::default()
                 });
                 ts.properties = std::mem::take(&mut msg.properties);
@@ -372,7 +389,9 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
                 _ = &mut stop => return parked,
                 received = parked.consumer.recv_batch(ctx.batch) => received,
             };
-            match ctx.receive(&mut parked, received) {
+            let backoff_from = ctx.receive(&mut parked, received);
+            ctx.signal.set_pending(parked.pending.len());
+            match backoff_from {
                 None => backoff = ERROR_BACKOFF,
                 Some(error) => {
                     tracing::warn!(channel = %parked.consumer.topic(), %error, ?backoff, "receive failed, retrying");
@@ -392,7 +411,12 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
             permit = ctx.tx.reserve() => {
                 let Ok(permit) = permit else { return parked };
                 let Some(delivered) = parked.pending.pop_front() else { continue };
+                let tick = matches!(&delivered.event, Event::Msg(m) if m.is_time_tick());
                 permit.send(delivered);
+                ctx.signal.set_pending(parked.pending.len());
+                if tick {
+                    ctx.signal.tick_queued();
+                }
                 if terminal {
                     let _ = stop.await;
                     return parked;
