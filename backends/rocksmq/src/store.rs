@@ -66,6 +66,17 @@ impl Db<'_> {
             .write_opt(batch, self.write_options)
             .map_err(|e| db_error("write", e))
     }
+
+    /// Writes `batch` into the WAL without waiting for a sync, whatever the durability: for
+    /// records whose loss on a power cut is harmless (an acknowledgement that rolls back means
+    /// a redelivery, never a loss). It survives a process crash like every write.
+    pub fn write_unsynced(&self, batch: rocksdb::WriteBatch) -> Result<()> {
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(false);
+        self.db
+            .write_opt(batch, &options)
+            .map_err(|e| db_error("write", e))
+    }
 }
 
 /// The database, closable.

@@ -21,8 +21,8 @@ struct ConsumerSide {
     rx: mpsc::Receiver<super::pump::Delivered>,
     open: usize,
     commits: CommitLog,
-    /// Per channel, the last message handed to the application and not yet committed.
-    delivered: Vec<Option<MessageId>>,
+    /// The last message handed to the application (channel index, id), not yet committed.
+    delivered: Option<(usize, MessageId)>,
     /// A permanent failure ended the stream.
     failed: bool,
 }
@@ -30,12 +30,10 @@ struct ConsumerSide {
 impl ConsumerSide {
     /// Commits everything handed to the application so far.
     async fn commit_delivered(&mut self) -> Result<()> {
-        for (channel, last) in self.delivered.iter_mut().enumerate() {
-            if let Some(id) = last.take() {
-                self.commits.commit(channel, &id).await?;
-            }
+        match self.delivered.take() {
+            Some((channel, id)) => self.commits.commit(channel, &id).await,
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -107,14 +105,13 @@ impl MsgStream {
                 tx,
                 rx,
                 open: 0,
-                delivered: Vec::new(),
+                delivered: None,
                 failed: false,
             }
         });
         for consumer in consumers {
             let (_, acker) = side.pumps.add(consumer, side.tx.clone());
             side.commits.add_channel(acker);
-            side.delivered.push(None);
             side.open += 1;
         }
         Ok(())
@@ -145,8 +142,8 @@ impl MsgStream {
             if let Some(token) = delivered.token {
                 side.commits.received(channel, token, true);
             }
-            if let (Some(id), Some(slot)) = (handed, side.delivered.get_mut(channel)) {
-                *slot = Some(id);
+            if let Some(id) = handed {
+                side.delivered = Some((channel, id));
             }
             match delivered.event {
                 Event::Msg(msg) => return Some(Ok(single_pack(msg))),
@@ -182,10 +179,8 @@ impl MsgStream {
         }
         for (index, id) in targets {
             side.commits.commit(index, &id).await?;
-            if let Some(slot) = side.delivered.get_mut(index) {
-                if slot.as_ref() == Some(&id) {
-                    *slot = None;
-                }
+            if side.delivered.as_ref() == Some(&(index, id)) {
+                side.delivered = None;
             }
         }
         Ok(())
@@ -250,8 +245,8 @@ impl MsgStream {
         for (index, id) in targets {
             side.pumps.seek(index, &id, inclusive).await?;
             side.commits.reset(index);
-            if let Some(slot) = side.delivered.get_mut(index) {
-                *slot = None;
+            if side.delivered.as_ref().is_some_and(|(c, _)| *c == index) {
+                side.delivered = None;
             }
         }
         Ok(())
