@@ -100,6 +100,9 @@ impl Store {
         let mut options = database_options();
         options.set_use_fsync(durability == Durability::SyncAll);
         let fresh = is_absent_or_empty(path)?;
+        if !fresh {
+            check_looks_like_a_database(path)?;
+        }
         options.create_if_missing(fresh);
         options.create_missing_column_families(fresh);
         let families = COLUMN_FAMILIES
@@ -177,4 +180,36 @@ fn is_absent_or_empty(path: &Path) -> Result<bool> {
             format!("cannot read {}: {e}", path.display()),
         )),
     }
+}
+
+/// Before RocksDB touches a non-empty directory (it would add its own `LOCK` and `LOG` files
+/// even to open nothing): the directory must hold a `CURRENT` file naming a manifest that
+/// exists. Anything else is refused with every file left exactly as it was.
+fn check_looks_like_a_database(path: &Path) -> Result<()> {
+    let refuse = |why: String| {
+        Error::backend(
+            BACKEND,
+            format!(
+                "{} holds files but is not a usable rocksmq database: {why}; nothing was changed",
+                path.display()
+            ),
+        )
+    };
+    let current = match std::fs::read(path.join("CURRENT")) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse("it has no CURRENT file".into()))
+        }
+        Err(e) => return Err(refuse(format!("its CURRENT file cannot be read ({e})"))),
+    };
+    let manifest = String::from_utf8_lossy(&current).trim().to_string();
+    if !manifest.starts_with("MANIFEST-") || manifest.contains('/') {
+        return Err(refuse(format!(
+            "its CURRENT file does not name a manifest ({manifest:?})"
+        )));
+    }
+    if !path.join(&manifest).is_file() {
+        return Err(refuse(format!("the manifest {manifest} named by CURRENT is missing")));
+    }
+    Ok(())
 }

@@ -1,8 +1,9 @@
 //! Recovery scenario: a database directory whose RocksDB files were removed or damaged, one
-//! file at a time. Opening must fail with an error naming the path and leave every file exactly
-//! as it was (before, a missing `CURRENT` made the first open create an empty database there, and
-//! the next open then deleted the old tables: every message gone). A missing or empty directory
-//! is where a database is created.
+//! file at a time. Opening must fail with an error naming the path and leave every data file
+//! exactly as it was (before, a missing `CURRENT` made the first open create an empty database
+//! there, and the next open then deleted the old tables: every message gone). RocksDB itself may
+//! add its `LOCK` and info `LOG` files when it gets as far as trying; those are ignored. A
+//! missing or empty directory is where a database is created.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,10 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         .expect("read dir")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.is_file())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            name.is_some_and(|n| n != "LOCK" && !n.starts_with("LOG"))
+        })
         .map(|p| {
             let bytes = std::fs::read(&p).expect("read file");
             (p, bytes)
