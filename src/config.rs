@@ -222,15 +222,17 @@ impl Config {
             }
             overridden.push(name);
         }
-        let config: Config = if overridden.is_empty() {
-            toml::from_str(text).map_err(|e| de_error(origin, text, e))?
+        let (config, origin): (Config, String) = if overridden.is_empty() {
+            let config = toml::from_str(text).map_err(|e| de_error(origin, text, e))?;
+            (config, origin.to_string())
         } else {
             overridden.sort();
             let origin = format!("{origin} with environment {}", overridden.join(", "));
             let merged = toml::to_string(&table).map_err(|e| error(&origin, &e))?;
-            toml::from_str(&merged).map_err(|e| de_error(&origin, &merged, e))?
+            let config = toml::from_str(&merged).map_err(|e| de_error(&origin, &merged, e))?;
+            (config, origin)
         };
-        config.validate(origin)?;
+        config.validate(&origin)?;
         Ok(config)
     }
 

@@ -333,4 +333,23 @@ mod tests {
             }
         }
     }
+
+    #[tokio::test]
+    async fn a_run_checks_itself_and_leaves_no_channel_behind() {
+        let config = msgstream_facade::Config {
+            backend: msgstream_facade::BackendKind::Memory,
+            ..msgstream_facade::Config::default()
+        };
+        let factory = Factory::new(&config).await.expect("factory");
+        let args = DemoArgs {
+            channels: 34,
+            rounds: 4,
+            quiet: true,
+        };
+        let stop = Stop::listen().expect("signals");
+        let code = run(&factory, args, &stop).await.expect("demo");
+        assert_eq!(code, ExitCode::SUCCESS);
+        let left = factory.client().list_topics().await.expect("list");
+        assert!(left.is_empty(), "{left:?}");
+    }
 }

@@ -149,7 +149,17 @@ fn show(pack: &MsgPack, index: u64, tt: bool) -> Result<()> {
 /// stream's end; saves positions and closes. Exit code 1 on a permanent failure, or when the
 /// stream ended right after a failure it reported.
 pub async fn run(factory: &Factory, args: ConsumeArgs, stop: &Stop) -> Result<ExitCode> {
-    let mut stream = Either::open(factory, &args).await?;
+    let stream = Either::open(factory, &args).await?;
+    eprintln!(
+        "consuming {} as {}",
+        args.channels.join(","),
+        args.subscription
+    );
+    drain(stream, &args, stop).await
+}
+
+/// The loop of [`run`] over an opened stream, then saving positions and closing.
+async fn drain(mut stream: Either, args: &ConsumeArgs, stop: &Stop) -> Result<ExitCode> {
     let mut resume: BTreeMap<String, MsgPosition> = BTreeMap::new();
     let mut packs = 0u64;
     let idle = args.idle_timeout.map(Duration::from_secs);
@@ -221,4 +231,58 @@ fn save(file: Option<&std::path::Path>, resume: BTreeMap<String, MsgPosition>) -
         file.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod failing;
+
+#[cfg(test)]
+mod tests {
+    use super::failing::FailingClient;
+    use super::*;
+    use msgstream_facade::msgstream::mem::MemoryClient;
+    use msgstream_facade::msgstream::mq::{Client, ProducerMessage};
+    use msgstream_facade::msgstream::msg::TsMsg;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_failure_the_stream_cannot_pass_is_an_error_exit() {
+        let client: Arc<dyn Client> = Arc::new(FailingClient(MemoryClient::new()));
+        let producer = client.create_producer("c").await.expect("producer");
+        for ts in [5, 6] {
+            producer
+                .send(ProducerMessage::new(TsMsg::time_tick(ts).encode()))
+                .await
+                .expect("send");
+        }
+        let options = StreamOptions {
+            auto_commit: false,
+            ..StreamOptions::default()
+        };
+        let mut stream = MsgStream::new(client.clone(), options);
+        stream
+            .as_consumer(&["c"], "g", InitialPosition::Earliest)
+            .await
+            .expect("subscribe");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let saved = dir.path().join("p.json");
+        let args = ConsumeArgs {
+            channels: vec!["c".into()],
+            subscription: "g".into(),
+            tt: false,
+            from: From::Earliest,
+            from_positions: None,
+            save_positions: Some(saved.clone()),
+            max_packs: None,
+            idle_timeout: None,
+        };
+        let stop = Stop::listen().expect("signals");
+        let error = drain(Either::Plain(stream), &args, &stop)
+            .await
+            .expect_err("a permanent failure is an error exit");
+        assert!(error.to_string().contains("injected"), "{error}");
+        let positions = positions_file::load(&saved).expect("what was shown is saved");
+        assert_eq!(positions.len(), 1);
+        assert_eq!(positions[0].timestamp, 5);
+    }
 }
