@@ -148,6 +148,9 @@ fn demo_on_every_backend_loses_and_duplicates_nothing() {
     );
 }
 
+/// Arguments, environment, and a word the error must contain.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+
 #[test]
 fn errors_are_one_line_and_a_nonzero_exit() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -162,7 +165,7 @@ fn errors_are_one_line_and_a_nonzero_exit() {
     let positions = garbage.to_string_lossy();
     let max = u64::MAX.to_string();
     let memory = ("MSGSTREAM_BACKEND", "memory");
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (vec!["--config", &config, "topics"], vec![], "pth"),
         (
             vec!["topics"],
