@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use msgstream_facade::msgstream::mq::{Client, ConsumerOptions, InitialPosition, MessageId};
 use msgstream_facade::msgstream::msg::MsgPosition;
+use msgstream_facade::msgstream::Error as StreamError;
 use msgstream_facade::{positions as positions_file, Factory, Result};
 
 use super::short_id;
@@ -94,6 +95,12 @@ async fn latest_id(client: &dyn Client, channel: &str) -> Result<Option<MessageI
     let mut consumer = client.subscribe(options).await?;
     let latest = consumer.latest_message_id().await;
     consumer.close().await;
-    client.delete_subscription(channel, &group).await?;
+    match client.delete_subscription(channel, &group).await {
+        Ok(()) => {}
+        Err(e @ StreamError::Unsupported { .. }) => {
+            eprintln!("note: {e}: group {group} of {channel} stays");
+        }
+        Err(e) => return Err(e.into()),
+    }
     Ok(latest?)
 }
