@@ -104,3 +104,33 @@ async fn latest_id(client: &dyn Client, channel: &str) -> Result<Option<MessageI
     }
     Ok(latest?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use msgstream_facade::msgstream::mem::MemoryClient;
+    use msgstream_facade::msgstream::mq::ProducerMessage;
+
+    #[tokio::test]
+    async fn asking_for_the_newest_id_leaves_no_group_or_channel() {
+        let client = MemoryClient::new();
+        let producer = client.create_producer("c").await.expect("producer");
+        let mut last = None;
+        for payload in [1u8, 2] {
+            last = Some(
+                producer
+                    .send(ProducerMessage::new(vec![payload]))
+                    .await
+                    .expect("send"),
+            );
+        }
+        assert_eq!(latest_id(&client, "c").await.expect("latest"), last);
+        assert!(client
+            .list_subscriptions("c")
+            .await
+            .expect("groups")
+            .is_empty());
+        assert_eq!(latest_id(&client, "absent").await.expect("absent"), None);
+        assert_eq!(client.list_topics().await.expect("topics"), vec!["c"]);
+    }
+}
