@@ -195,12 +195,12 @@ async fn drain(mut stream: Either, args: &ConsumeArgs, stop: &Stop) -> Result<Ex
             Err(Error::OutputClosed) => break End::Clean,
             Err(e) => break End::Failed(e),
         }
+        packs += 1;
+        for position in &pack.end_positions {
+            resume.insert(position.channel_name.clone(), position.clone());
+        }
         if let Err(e) = stream.commit(&pack.end_positions).await {
             break End::Failed(e);
-        }
-        packs += 1;
-        for position in pack.end_positions {
-            resume.insert(position.channel_name.clone(), position);
         }
     };
     let saved = save(args.save_positions.as_deref(), resume);
