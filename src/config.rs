@@ -369,10 +369,15 @@ mod tests {
                 ("MSGSTREAM_BENCH_QUICK", "1"),
                 ("MSGSTREAM_ROCKETMQ_NAMESRV", "127.0.0.1:9876"),
                 ("MSGSTREAM_NSQ_NSQD", "x"),
+                ("MSGSTREAM_CONFIG", "read by Config::load, not a setting"),
                 ("MSGSTREAM_SOMETHING", "warned, not read"),
             ],
         )
         .expect("not settings");
         assert_eq!(config, Config::default());
+        let message = parse("", &[("MSGSTREAM_NSQ__ADDR", "x")])
+            .expect_err("a setting of a section this build does not have")
+            .to_string();
+        assert!(message.contains("nsq"), "{message}");
     }
 }

@@ -6,7 +6,8 @@ use crate::{Error, Result};
 /// Prefix of every environment variable the configuration reads.
 const ENV_PREFIX: &str = "MSGSTREAM_";
 
-/// Sections of the file, as written in `MSGSTREAM_<SECTION>__<KEY>`.
+/// Sections of the file, as written in `MSGSTREAM_<SECTION>__<KEY>`; one per section field of
+/// `Config`, so a section added there is added here.
 const SECTIONS: [&str; 2] = ["stream", "rocksmq"];
 
 /// `MSGSTREAM_*` variables that are not settings: the config file's name, and variables read by
@@ -44,14 +45,14 @@ pub(super) fn setting_path(name: &str) -> Result<Option<Vec<String>>, String> {
     if rest == "BACKEND" {
         return Ok(Some(vec!["backend".into()]));
     }
+    if let Some((section, key)) = rest.split_once("__") {
+        return Ok(Some(vec![section.to_lowercase(), key.to_lowercase()]));
+    }
     if NOT_SETTINGS
         .iter()
         .any(|p| rest == *p || (p.ends_with('_') && rest.starts_with(p)))
     {
         return Ok(None);
-    }
-    if let Some((section, key)) = rest.split_once("__") {
-        return Ok(Some(vec![section.to_lowercase(), key.to_lowercase()]));
     }
     let lower = rest.to_lowercase();
     if let Some(section) = SECTIONS.iter().find(|s| lower.starts_with(*s)) {
