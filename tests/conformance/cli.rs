@@ -86,12 +86,39 @@ fn signal(child: &Child, name: &str) {
     assert!(status.success(), "kill -{name}");
 }
 
+/// A running msgstream, killed when dropped before it exited: a test that fails while waiting
+/// on it leaves no endless `produce` behind.
+struct Running(Option<Child>);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("running child")
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running child")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Waits for the child to exit within [`PROMPTLY`]; kills it and fails otherwise.
-fn exit_within(child: Child) -> ExitStatus {
+fn exit_within(mut running: Running) -> ExitStatus {
+    let mut child = running.0.take().expect("running child");
     let pid = child.id().to_string();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut child = child;
         let _ = tx.send(child.wait());
     });
     match rx.recv_timeout(PROMPTLY) {
@@ -103,12 +130,13 @@ fn exit_within(child: Child) -> ExitStatus {
     }
 }
 
-fn spawn(args: &[&str], env: &[(&str, &OsStr)]) -> Child {
-    command(args, env)
+fn spawn(cmd: &mut Command) -> Running {
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn msgstream")
+        .expect("spawn msgstream");
+    Running(Some(child))
 }
 
 fn rest(rx: &mpsc::Receiver<String>) -> String {
@@ -384,7 +412,7 @@ fn ctrl_c_and_sigterm_stop_writers_promptly() {
     for (args, first_line) in commands {
         for sig in ["INT", "TERM"] {
             let memory = ("MSGSTREAM_BACKEND", OsStr::new("memory"));
-            let mut child = spawn(args, &[memory]);
+            let mut child = spawn(&mut command(args, &[memory]));
             let err = lines(child.stderr.take().expect("stderr"));
             wait_for_line(&err, first_line);
             signal(&child, sig);
@@ -404,12 +432,7 @@ fn sigterm_stops_consume_and_keeps_a_good_positions_file() {
     std::fs::write(&file, good).expect("write");
     let memory = ("MSGSTREAM_BACKEND", OsStr::new("memory"));
     let args = ["consume", "--channels", "quiet", "--save-positions"];
-    let mut child = command(&args, &[memory])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut child = spawn(command(&args, &[memory]).arg(&file));
     let err = lines(child.stderr.take().expect("stderr"));
     wait_for_line(&err, "consuming ");
     signal(&child, "TERM");
@@ -581,13 +604,11 @@ fn signals_stop_consume_cleanly_and_save_positions() {
         msgstream_facade::positions::save(&earlier, &[position]).expect("save");
         let saved = dir.path().join("saved.json");
         let env = [("MSGSTREAM_ROCKSMQ__PATH", db.as_os_str())];
-        let mut child = command(&["consume", "--channels", "k0", "--tt"], &env)
-            .arg("--save-positions")
-            .arg(&saved)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn consume");
+        let mut child = spawn(
+            command(&["consume", "--channels", "k0", "--tt"], &env)
+                .arg("--save-positions")
+                .arg(&saved),
+        );
         let out = lines(child.stdout.take().expect("stdout"));
         let err = lines(child.stderr.take().expect("stderr"));
         // Every pack delivered (4: ticks 11, 22, 33 and the final 34).
@@ -636,7 +657,7 @@ fn a_closed_pipe_stops_consume_quietly_and_commits_only_what_was_written() {
     let out = msgstream(&args, &env);
     assert!(out.status.success(), "{}", stderr(&out));
     let os_env = [("MSGSTREAM_ROCKSMQ__PATH", db.as_os_str())];
-    let mut child = spawn(&["consume", "--channels", "p0"], &os_env);
+    let mut child = spawn(&mut command(&["consume", "--channels", "p0"], &os_env));
     let err = lines(child.stderr.take().expect("stderr"));
     {
         let mut head = BufReader::new(child.stdout.take().expect("stdout")).lines();
