@@ -4,7 +4,7 @@
 //! backend = "rocksmq"            # rocksmq | memory
 //!
 //! [stream]
-//! buffer = 1024                  # queue capacity per channel, in messages
+//! buffer = 1024                  # queue capacity per channel, in messages (1 ..= 1048576)
 //! retry_attempts = 5             # attempts when creating producers and consumers
 //!
 //! [rocksmq]
@@ -20,13 +20,18 @@
 //! `[section] key`, e.g. `MSGSTREAM_ROCKSMQ__PATH=/var/lib/q`. Values are read as TOML values when
 //! they parse as one (`42`, `true`, `"x"`), else as strings.
 //!
-//! Unknown keys, wrong types and missing required values are errors naming the key and the file.
+//! Unknown keys, wrong types, out-of-range values and missing required values are errors naming
+//! the key and the file; so is a variable that names a section with one underscore
+//! (`MSGSTREAM_ROCKSMQ_PATH`) and a `MSGSTREAM_` variable that is not UTF-8.
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::{Error, Result};
+
+mod env;
+use env::{environment, setting_path};
 
 /// Which backend the factory wires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -139,6 +144,10 @@ pub struct Config {
 /// The file looked for when none is named.
 pub const DEFAULT_FILE: &str = "msgstream.toml";
 
+/// The largest `[stream] buffer`: queues are sized by it up front (a semaphore and a channel per
+/// stream), so an absurd value would abort the process instead of failing here.
+pub const MAX_BUFFER: usize = 1 << 20;
+
 impl Config {
     /// Loads `file` (or `$MSGSTREAM_CONFIG`, or `./msgstream.toml` if it exists, or nothing) and
     /// applies the process environment's overrides.
@@ -157,11 +166,13 @@ impl Config {
             ),
             None => (String::new(), "(defaults)".to_string()),
         };
-        Self::parse(&text, &origin, std::env::vars())
+        Self::parse(&text, &origin, environment()?)
     }
 
-    /// Parses TOML `text` from `origin`, then applies overrides from `env` (only variables named
-    /// `MSGSTREAM_BACKEND` or `MSGSTREAM_<SECTION>__<KEY>` are read).
+    /// Parses TOML `text` from `origin`, then applies overrides from `env`: `MSGSTREAM_BACKEND`
+    /// and `MSGSTREAM_<SECTION>__<KEY>`. A `MSGSTREAM_` variable that names a section without the
+    /// double underscore (`MSGSTREAM_ROCKSMQ_PATH`) is an error, as an unknown key in the file
+    /// is; other unknown `MSGSTREAM_` variables are logged as warnings and ignored.
     pub fn parse(
         text: &str,
         origin: &str,
@@ -178,15 +189,10 @@ impl Config {
         let mut table: toml::Table = toml::from_str(text).map_err(|e| de_error(origin, text, e))?;
         let mut overridden = Vec::new();
         for (name, raw) in env {
-            let Some(rest) = name.strip_prefix("MSGSTREAM_") else {
-                continue;
-            };
-            let path: Vec<String> = if rest == "BACKEND" {
-                vec!["backend".into()]
-            } else if let Some((section, key)) = rest.split_once("__") {
-                vec![section.to_lowercase(), key.to_lowercase()]
-            } else {
-                continue;
+            let path = match setting_path(&name) {
+                Ok(Some(path)) => path,
+                Ok(None) => continue,
+                Err(message) => return Err(error(origin, &message)),
             };
             let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
                 .ok()
@@ -209,13 +215,33 @@ impl Config {
             }
             overridden.push(name);
         }
-        if overridden.is_empty() {
-            return toml::from_str(text).map_err(|e| de_error(origin, text, e));
+        let (config, origin): (Config, String) = if overridden.is_empty() {
+            let config = toml::from_str(text).map_err(|e| de_error(origin, text, e))?;
+            (config, origin.to_string())
+        } else {
+            overridden.sort();
+            let origin = format!("{origin} with environment {}", overridden.join(", "));
+            let merged = toml::to_string(&table).map_err(|e| error(&origin, &e))?;
+            let config = toml::from_str(&merged).map_err(|e| de_error(&origin, &merged, e))?;
+            (config, origin)
+        };
+        config.validate(&origin)?;
+        Ok(config)
+    }
+
+    /// Range checks serde cannot express.
+    fn validate(&self, origin: &str) -> Result<()> {
+        if !(1..=MAX_BUFFER).contains(&self.stream.buffer) {
+            return Err(Error::Config {
+                origin: origin.to_string(),
+                message: format!(
+                    "[stream] buffer = {} is out of range: it must be between 1 and {MAX_BUFFER} \
+                     (messages per channel queue)",
+                    self.stream.buffer
+                ),
+            });
         }
-        overridden.sort();
-        let origin = format!("{origin} with environment {}", overridden.join(", "));
-        let merged = toml::to_string(&table).map_err(|e| error(&origin, &e))?;
-        toml::from_str(&merged).map_err(|e| de_error(&origin, &merged, e))
+        Ok(())
     }
 }
 
@@ -298,5 +324,60 @@ mod tests {
             message.contains("MSGSTREAM_ROCKSMQ__PTH") && message.contains("pth"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn buffer_is_bounded_before_anything_allocates_it() {
+        for bad in ["0", "1048577", "4611686018427387904"] {
+            let message = parse(&format!("[stream]\nbuffer = {bad}\n"), &[])
+                .expect_err(bad)
+                .to_string();
+            assert!(
+                message.contains("buffer") && message.contains("1048576"),
+                "{message}"
+            );
+        }
+        let message = parse("", &[("MSGSTREAM_STREAM__BUFFER", "4611686018427387904")])
+            .expect_err("env")
+            .to_string();
+        assert!(message.contains("MSGSTREAM_STREAM__BUFFER"), "{message}");
+        assert_eq!(
+            parse("[stream]\nbuffer = 1048576\n", &[])
+                .expect("largest")
+                .stream
+                .buffer,
+            MAX_BUFFER
+        );
+    }
+
+    #[test]
+    fn misspelt_variables_are_refused_and_foreign_ones_left_alone() {
+        for typo in [
+            "MSGSTREAM_ROCKSMQ_PATH",
+            "MSGSTREAM_STREAM_BUFFER",
+            "MSGSTREAM_ROCKSMQPATH",
+        ] {
+            let message = parse("", &[(typo, "/b")]).expect_err(typo).to_string();
+            assert!(
+                message.contains(typo) && message.contains("__"),
+                "{message}"
+            );
+        }
+        let config = parse(
+            "",
+            &[
+                ("MSGSTREAM_BENCH_QUICK", "1"),
+                ("MSGSTREAM_ROCKETMQ_NAMESRV", "127.0.0.1:9876"),
+                ("MSGSTREAM_NSQ_NSQD", "x"),
+                ("MSGSTREAM_CONFIG", "read by Config::load, not a setting"),
+                ("MSGSTREAM_SOMETHING", "warned, not read"),
+            ],
+        )
+        .expect("not settings");
+        assert_eq!(config, Config::default());
+        let message = parse("", &[("MSGSTREAM_NSQ__ADDR", "x")])
+            .expect_err("a setting of a section this build does not have")
+            .to_string();
+        assert!(message.contains("nsq"), "{message}");
     }
 }

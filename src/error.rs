@@ -33,6 +33,26 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The backend refused to delete a subscription or channel because a consumer is reading
+    /// it: deleting it under that consumer would pull its data away mid-read.
+    #[error("cannot {action}: {detail}; stop that consumer first")]
+    Busy {
+        /// What was asked, e.g. `delete group "g" of channel "t"`.
+        action: String,
+        /// The backend's words.
+        detail: String,
+    },
+    /// A command-line value is out of range in a way the argument parser cannot see alone
+    /// (a combination of options).
+    #[error("{0}")]
+    Usage(String),
+    /// Standard output was closed by its reader (`| head`): the command stops quietly, as
+    /// command-line tools do, instead of failing.
+    #[error("standard output was closed")]
+    OutputClosed,
+    /// Standard output could not be written for another reason (disk full, …).
+    #[error("cannot write to standard output: {0}")]
+    Output(std::io::Error),
     /// A stream or backend failure.
     #[error(transparent)]
     Stream(#[from] msgstream::Error),

@@ -1,16 +1,34 @@
-//! The command-line tool, run as a user runs it.
+//! The command-line tool, run as a user runs it. Tests that need data to outlive one process
+//! run on rocksmq and are skipped in builds without it; the rest run on `memory`.
 
-use std::process::{Command, Output};
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
-fn msgstream(args: &[&str], env: &[(&str, &str)]) -> Output {
+/// How long a command gets to stop after a signal or a closed pipe: generous for a loaded CI
+/// machine, far below what an ignored signal would take (millions of writes).
+const PROMPTLY: Duration = Duration::from_secs(20);
+
+/// The binary with no `MSGSTREAM_*` variable of the test's own environment.
+fn command(args: &[&str], env: &[(&str, &OsStr)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_msgstream"));
-    cmd.args(args)
-        .env_remove("MSGSTREAM_BACKEND")
-        .env_remove("MSGSTREAM_CONFIG");
+    cmd.args(args);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("MSGSTREAM_") {
+            cmd.env_remove(name);
+        }
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("run msgstream")
+    cmd
+}
+
+fn msgstream(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, OsStr::new(*v))).collect();
+    command(args, &env).output().expect("run msgstream")
 }
 
 fn stdout(o: &Output) -> String {
@@ -27,6 +45,102 @@ fn demo_line(out: &Output) -> String {
         .rfind(|l| l.starts_with("demo: "))
         .expect("demo summary line")
         .to_string()
+}
+
+/// The lines of a child's pipe, read on a thread so that waiting for one can time out.
+fn lines(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits (on output, bounded) for a line starting with `prefix`; returns the lines up to it.
+fn wait_for_line(rx: &mpsc::Receiver<String>, prefix: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        match rx.recv_timeout(PROMPTLY) {
+            Ok(line) => {
+                let found = line.starts_with(prefix);
+                seen.push(line);
+                if found {
+                    return seen;
+                }
+            }
+            Err(e) => panic!("no line starting with {prefix:?} ({e}); got {seen:?}"),
+        }
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{name}");
+}
+
+/// A running msgstream, killed when dropped before it exited: a test that fails while waiting
+/// on it leaves no endless `produce` behind.
+struct Running(Option<Child>);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("running child")
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running child")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits for the child to exit within [`PROMPTLY`]; kills it and fails otherwise.
+fn exit_within(mut running: Running) -> ExitStatus {
+    let mut child = running.0.take().expect("running child");
+    let pid = child.id().to_string();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    match rx.recv_timeout(PROMPTLY) {
+        Ok(status) => status.expect("wait"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!("msgstream did not stop within {PROMPTLY:?}");
+        }
+    }
+}
+
+fn spawn(cmd: &mut Command) -> Running {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn msgstream");
+    Running(Some(child))
+}
+
+fn rest(rx: &mpsc::Receiver<String>) -> String {
+    rx.iter().collect::<Vec<_>>().join("\n")
 }
 
 #[test]
@@ -46,48 +160,108 @@ fn demo_on_every_backend_loses_and_duplicates_nothing() {
             line, "demo: packs=24 messages=288 resumed_from_pack=12 lost=0 duplicated=0",
             "{backend}"
         );
+        let out = msgstream(&["--backend", backend, "topics"], &env);
+        assert_eq!(stdout(&out), "", "{backend}: the demo deletes its channels");
     }
+    // 34 channels put more messages in a round than the default tick spacing holds.
+    let out = msgstream(
+        &["--backend", "memory", "demo", "--channels", "34", "--quiet"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        demo_line(&out).ends_with(" lost=0 duplicated=0"),
+        "{}",
+        stdout(&out)
+    );
 }
+
+/// Arguments, environment, and a word the error must contain.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
 
 #[test]
 fn errors_are_one_line_and_a_nonzero_exit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bad_config = dir.path().join("bad.toml");
     std::fs::write(&bad_config, "[rocksmq]\npth = \"x\"\n").expect("write");
+    let huge_buffer = dir.path().join("buffer.toml");
+    std::fs::write(&huge_buffer, "[stream]\nbuffer = 4611686018427387904\n").expect("write");
     let garbage = dir.path().join("positions.json");
     std::fs::write(&garbage, "not json").expect("write");
     let config = bad_config.to_string_lossy();
+    let huge_buffer = huge_buffer.to_string_lossy();
     let positions = garbage.to_string_lossy();
-    let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["--config", &config, "topics"], "pth"),
-        (vec!["--backend", "kafka", "topics"], "kafka"),
+    let max = u64::MAX.to_string();
+    let memory = ("MSGSTREAM_BACKEND", "memory");
+    let cases: Vec<Case> = vec![
+        (vec!["--config", &config, "topics"], vec![], "pth"),
+        (
+            vec!["topics"],
+            vec![("MSGSTREAM_BACKEND", "kafka")],
+            "kafka",
+        ),
         (
             vec!["--config", "/nonexistent/msgstream.toml", "topics"],
+            vec![],
             "nonexistent",
         ),
         (
-            vec![
-                "--backend",
-                "memory",
-                "consume",
-                "--channels",
-                "a",
-                "--from-positions",
-                &positions,
-            ],
+            vec!["consume", "--channels", "a", "--from-positions", &positions],
+            vec![memory],
             "positions.json",
         ),
         (
-            vec!["--backend", "memory", "consume", "--channels", "bad/name"],
+            vec!["consume", "--channels", "bad/name"],
+            vec![memory],
             "bad/name",
         ),
         (
-            vec!["--backend", "memory", "positions", "show", &positions],
+            vec!["positions", "show", &positions],
+            vec![],
             "positions.json",
         ),
+        (
+            vec!["--config", &huge_buffer, "demo"],
+            vec![memory],
+            "buffer",
+        ),
+        (
+            vec!["demo"],
+            vec![memory, ("MSGSTREAM_STREAM__BUFFER", "4611686018427387904")],
+            "MSGSTREAM_STREAM__BUFFER",
+        ),
+        (
+            vec!["topics"],
+            vec![memory, ("MSGSTREAM_ROCKSMQ_PATH", "/tmp/q")],
+            "MSGSTREAM_ROCKSMQ_PATH",
+        ),
+        (
+            vec![
+                "produce",
+                "--channels",
+                "a",
+                "--start-ts",
+                &max,
+                "--count",
+                "1",
+            ],
+            vec![memory],
+            "--start-ts",
+        ),
+        (
+            vec![
+                "bench",
+                "--latency-rate",
+                "1000000",
+                "--latency-secs",
+                "86400",
+            ],
+            vec![memory],
+            "--latency-rate",
+        ),
     ];
-    for (args, needle) in cases {
-        let out = msgstream(&args, &[]);
+    for (args, env, needle) in cases {
+        let out = msgstream(&args, &env);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
@@ -101,18 +275,182 @@ fn errors_are_one_line_and_a_nonzero_exit() {
 }
 
 #[test]
+fn out_of_range_options_are_usage_errors_not_panics() {
+    let max = u64::MAX.to_string();
+    let tib = (1u64 << 40).to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["produce", "--channels", "a", "--payload-size", &max],
+            "--payload-size",
+        ),
+        (
+            vec!["produce", "--channels", "a", "--payload-size", &tib],
+            "--payload-size",
+        ),
+        (vec!["bench", "--payload", &max], "--payload"),
+        (vec!["bench", "--payload", &tib], "--payload"),
+        (
+            vec!["bench", "--latency-rate", "4294967296"],
+            "--latency-rate",
+        ),
+        (
+            vec![
+                "bench",
+                "--latency-rate",
+                "1000000000",
+                "--latency-secs",
+                "1000000",
+            ],
+            "--latency-rate",
+        ),
+        (vec!["bench", "--channels", "0"], "--channels"),
+        (vec!["bench", "--batch", &max], "--batch"),
+        (vec!["demo", "--channels", "100000"], "--channels"),
+        (vec!["demo", "--rounds", &max], "--rounds"),
+        (
+            vec!["--backend", "kafka", "topics"],
+            "[possible values: rocksmq, memory]",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut full = vec!["--backend", "memory"];
+        if args.first() == Some(&"--backend") {
+            full.clear();
+        }
+        full.extend(&args);
+        let out = msgstream(&full, &[]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+    }
+    let help = msgstream(&["-h"], &[]);
+    assert!(
+        stdout(&help).contains("[possible values: rocksmq, memory]"),
+        "{}",
+        stdout(&help)
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn environment_that_is_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = OsStr::from_bytes(b"/tmp/\xff");
+    let memory = ("MSGSTREAM_BACKEND", OsStr::new("memory"));
+    let out = command(&["topics"], &[memory, ("SOME_OTHER_TOOL", bad)])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "someone else's variable: {}",
+        stderr(&out)
+    );
+    let out = command(&["topics"], &[memory, ("MSGSTREAM_ROCKSMQ__PATH", bad)])
+        .output()
+        .expect("run");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("MSGSTREAM_ROCKSMQ__PATH") && err.contains("UTF-8"),
+        "{err}"
+    );
+}
+
+#[test]
+fn positions_show_does_not_open_the_backend() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("p.json");
+    let position = msgstream_facade::msgstream::msg::MsgPosition {
+        channel_name: "shown-channel".into(),
+        msg_id: 7u64.to_be_bytes().to_vec(),
+        timestamp: 42,
+        ..Default::default()
+    };
+    msgstream_facade::positions::save(&file, &[position]).expect("save");
+    // The default backend, at a path that cannot be created: opening it would fail.
+    let out = msgstream(
+        &["positions", "show", file.to_str().expect("utf-8 path")],
+        &[("MSGSTREAM_ROCKSMQ__PATH", "/proc/msgstream-no-such-dir/db")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("shown-channel"), "{}", stdout(&out));
+}
+
+#[test]
+fn ctrl_c_and_sigterm_stop_writers_promptly() {
+    let endless = "1000000000000";
+    let commands: [(&[&str], &str); 2] = [
+        (
+            &[
+                "produce",
+                "--channels",
+                "s0",
+                "--count",
+                endless,
+                "--payload-size",
+                "0",
+            ],
+            "producing ",
+        ),
+        (
+            &[
+                "bench",
+                "--channels",
+                "1",
+                "--messages",
+                endless,
+                "--payload",
+                "0",
+            ],
+            "bench on memory",
+        ),
+    ];
+    for (args, first_line) in commands {
+        for sig in ["INT", "TERM"] {
+            let memory = ("MSGSTREAM_BACKEND", OsStr::new("memory"));
+            let mut child = spawn(&mut command(args, &[memory]));
+            let err = lines(child.stderr.take().expect("stderr"));
+            wait_for_line(&err, first_line);
+            signal(&child, sig);
+            let status = exit_within(child);
+            let err = rest(&err);
+            assert_eq!(status.code(), Some(130), "{args:?} {sig}: {err}");
+            assert!(err.contains("interrupted"), "{args:?} {sig}: {err}");
+        }
+    }
+}
+
+#[test]
+fn sigterm_stops_consume_and_keeps_a_good_positions_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("p.json");
+    let good = "[]\nnot overwritten\n";
+    std::fs::write(&file, good).expect("write");
+    let memory = ("MSGSTREAM_BACKEND", OsStr::new("memory"));
+    let args = ["consume", "--channels", "quiet", "--save-positions"];
+    let mut child = spawn(command(&args, &[memory]).arg(&file));
+    let err = lines(child.stderr.take().expect("stderr"));
+    wait_for_line(&err, "consuming ");
+    signal(&child, "TERM");
+    let status = exit_within(child);
+    let err = rest(&err);
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(err.contains("left as it was"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), good);
+}
+
+#[test]
 fn produce_consume_positions_topics_groups() {
+    if !cfg!(feature = "rocksmq") {
+        return; // Each CLI run is a new process: only a persistent backend keeps data between them.
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     let env = [("MSGSTREAM_ROCKSMQ__PATH", db.to_str().expect("utf-8 path"))];
-    let backend = if cfg!(feature = "rocksmq") {
-        "rocksmq"
-    } else {
-        "memory"
-    };
-    if backend == "memory" {
-        return; // Each CLI run is a new process: only a persistent backend keeps data between them.
-    }
     let run = |args: &[&str]| {
         let out = msgstream(args, &env);
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
@@ -147,6 +485,8 @@ fn produce_consume_positions_topics_groups() {
     );
     let out = run(&["positions", "show", saved]);
     assert!(out.contains("c0") && out.contains("c1"), "{out}");
+    // The three packs after the saved ones; the group's lag then says nothing is left, so no
+    // wait for a fourth that would not come.
     let out = run(&[
         "consume",
         "--channels",
@@ -154,20 +494,46 @@ fn produce_consume_positions_topics_groups() {
         "--tt",
         "--from-positions",
         saved,
-        "--idle-timeout",
-        "2",
+        "--max-packs",
+        "3",
+        "--save-positions",
+        saved,
     ]);
     let packs: Vec<&str> = out.lines().filter(|l| l.starts_with("pack ")).collect();
-    assert_eq!(
-        packs.len(),
-        3,
-        "the three packs after the saved ones: {out}"
-    );
+    assert_eq!(packs.len(), 3, "{out}");
     assert!(packs[0].contains("ts 22 -> 33"), "{out}");
-    let out = run(&["topics"]);
-    assert_eq!(out.lines().collect::<Vec<_>>(), vec!["c0", "c1"]);
+    let end = msgstream_facade::positions::load(saved.as_ref()).expect("positions");
+    assert!(end.iter().all(|p| p.timestamp == 45), "{end:?}");
     let out = run(&["groups", "--channel", "c0"]);
-    assert!(out.contains("msgstream-cli"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("msgstream-cli"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.ends_with(" 0"), "everything read was committed: {out}");
+
+    let latest = dir.path().join("latest.json");
+    let latest = latest.to_str().expect("utf-8 path");
+    let out = run(&[
+        "positions",
+        "save",
+        "--channels",
+        "c0,absent",
+        "--out",
+        latest,
+    ]);
+    assert!(out.contains("saved 1 position(s)"), "{out}");
+    let out = run(&["topics"]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        vec!["c0", "c1"],
+        "nothing created"
+    );
+    let out = run(&["groups"]);
+    assert!(
+        !out.contains("positions"),
+        "no group left by positions save: {out}"
+    );
+
     let out = run(&[
         "bench",
         "--messages",
@@ -187,19 +553,38 @@ fn produce_consume_positions_topics_groups() {
         summary["latency_p99_us"].as_f64().expect("p99") > 0.0,
         "{out}"
     );
+    let out = run(&["topics"]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        vec!["c0", "c1"],
+        "bench cleaned up"
+    );
+
+    let out = run(&["groups", "delete", "c0", "msgstream-cli"]);
+    assert_eq!(
+        out.trim(),
+        "deleted group \"msgstream-cli\" of channel \"c0\""
+    );
+    let out = run(&["groups", "--channel", "c0"]);
+    assert!(!out.contains("msgstream-cli"), "{out}");
+    let out = run(&["groups", "delete", "c0", "msgstream-cli"]);
+    assert!(out.contains("nothing to delete"), "{out}");
+    let out = run(&["topics", "delete", "c1"]);
+    assert!(out.starts_with("deleted channel \"c1\""), "{out}");
+    let out = run(&["topics"]);
+    assert_eq!(out.lines().collect::<Vec<_>>(), vec!["c0"]);
 }
 
 #[test]
-fn ctrl_c_stops_consume_cleanly_and_saves_positions() {
+fn signals_stop_consume_cleanly_and_save_positions() {
     if !cfg!(feature = "rocksmq") {
         return; // Needs a backend that keeps data between processes.
     }
-    use std::io::{BufRead, BufReader};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("db");
-    let env = [("MSGSTREAM_ROCKSMQ__PATH", db.to_str().expect("utf-8 path"))];
-    let out = msgstream(
-        &[
+    for sig in ["INT", "TERM"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("db");
+        let env = [("MSGSTREAM_ROCKSMQ__PATH", db.to_str().expect("utf-8 path"))];
+        let args = [
             "produce",
             "--channels",
             "k0",
@@ -207,45 +592,100 @@ fn ctrl_c_stops_consume_cleanly_and_saves_positions() {
             "30",
             "--tick-every",
             "10",
-        ],
-        &env,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let saved = dir.path().join("saved.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_msgstream"))
-        .args(["consume", "--channels", "k0", "--tt", "--save-positions"])
-        .arg(&saved)
-        .env("MSGSTREAM_ROCKSMQ__PATH", &db)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn consume");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    // Wait (on output, not on time) until the consumer has delivered every pack.
-    let mut packs = 0;
-    while packs < 4 {
-        let line = lines.next().expect("consumer output").expect("utf-8");
-        if line.starts_with("pack ") {
-            packs += 1;
+        ];
+        let out = msgstream(&args, &env);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let earlier = dir.path().join("earlier.json");
+        let position = msgstream_facade::msgstream::msg::MsgPosition {
+            channel_name: "k0".into(),
+            msg_id: 1u64.to_be_bytes().to_vec(),
+            ..Default::default()
+        };
+        msgstream_facade::positions::save(&earlier, &[position]).expect("save");
+        let saved = dir.path().join("saved.json");
+        let env = [("MSGSTREAM_ROCKSMQ__PATH", db.as_os_str())];
+        let mut child = spawn(
+            command(&["consume", "--channels", "k0", "--tt"], &env)
+                .arg("--save-positions")
+                .arg(&saved),
+        );
+        let out = lines(child.stdout.take().expect("stdout"));
+        let err = lines(child.stderr.take().expect("stderr"));
+        // Every pack delivered (4: ticks 11, 22, 33 and the final 34).
+        for _ in 0..4 {
+            wait_for_line(&out, "pack ");
         }
+        // The database is locked by the consumer; a positions file is still readable.
+        let shown = msgstream(
+            &["positions", "show", earlier.to_str().expect("utf-8 path")],
+            &[("MSGSTREAM_ROCKSMQ__PATH", db.to_str().expect("utf-8 path"))],
+        );
+        assert!(shown.status.success(), "{}", stderr(&shown));
+        signal(&child, sig);
+        let status = exit_within(child);
+        assert!(status.success(), "{sig}: {status:?} {}", rest(&err));
+        let positions =
+            msgstream_facade::positions::load(&saved).expect("positions saved on the signal");
+        assert_eq!(positions.len(), 1);
+        assert_eq!(
+            positions[0].timestamp, 34,
+            "end of the last pack (final tick)"
+        );
     }
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let output = child.wait_with_output().expect("wait");
+}
+
+#[test]
+fn a_closed_pipe_stops_consume_quietly_and_commits_only_what_was_written() {
+    if !cfg!(feature = "rocksmq") {
+        return; // Needs a backend that keeps data between processes.
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let env = [("MSGSTREAM_ROCKSMQ__PATH", db.to_str().expect("utf-8 path"))];
+    // More output than a pipe buffers, so the consumer is still writing when the reader leaves.
+    let total = 5000u64;
+    let count = total.to_string();
+    let args = [
+        "produce",
+        "--channels",
+        "p0",
+        "--count",
+        &count,
+        "--tick-every",
+        "0",
+    ];
+    let out = msgstream(&args, &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let os_env = [("MSGSTREAM_ROCKSMQ__PATH", db.as_os_str())];
+    let mut child = spawn(&mut command(&["consume", "--channels", "p0"], &os_env));
+    let err = lines(child.stderr.take().expect("stderr"));
+    {
+        let mut head = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        for _ in 0..3 {
+            let line = head.next().expect("a line").expect("utf-8");
+            assert!(line.starts_with("p0 id="), "{line}");
+        }
+    } // `| head -3` exits here: the read end closes.
+    let status = exit_within(child);
+    let err = rest(&err);
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let shown: u64 = err
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("consumed ")?
+                .strip_suffix(" pack(s)")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(shown >= 3 && shown < total, "{shown}");
+    // The message whose write failed was not committed: the group resumes right at it.
+    let out = msgstream(&["consume", "--channels", "p0", "--max-packs", "1"], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = stdout(&out);
     assert!(
-        output.status.success(),
-        "exit after Ctrl-C: {:?} {}",
-        output.status,
-        stderr(&output)
-    );
-    let positions = msgstream_facade::positions::load(&saved).expect("positions saved on Ctrl-C");
-    assert_eq!(positions.len(), 1);
-    assert_eq!(
-        positions[0].timestamp, 34,
-        "end of the last pack (final tick)"
+        first.contains(&format!(" ts={} ", shown + 1)),
+        "after {shown} shown: {first}"
     );
 }

@@ -1,59 +1,51 @@
 //! `msgstream bench`: produce and consume throughput, and produce→consume latency, over the
 //! configured backend. A summary table at the end, `--json` for scripts.
+//!
+//! Its channels are its own (named after the process) and deleted at the end, interrupted or
+//! not, so benchmarks leave nothing in a durable backend. Ctrl-C or SIGTERM stops it between two
+//! batches.
+
+mod phases;
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
-use msgstream_facade::msgstream::mq::InitialPosition;
-use msgstream_facade::msgstream::msg::{
-    Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
-};
-use msgstream_facade::msgstream::stream::MsgStream;
-use msgstream_facade::msgstream::stream::Produce;
-use msgstream_facade::msgstream::Error as StreamError;
-use msgstream_facade::{Factory, Result};
+use msgstream_facade::{Error, Factory, Result};
 
-use crate::progress::Progress;
+use crate::commands::delete_own_channels;
+use crate::commands::produce::MAX_PAYLOAD;
+use crate::out;
+use crate::signals::Stop;
+
+/// The most latency samples a run takes (`--latency-rate` × `--latency-secs`): each is kept
+/// for the percentiles.
+const MAX_LATENCY_SAMPLES: u64 = 10_000_000;
 
 /// Options of the benchmark.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Channels to spread the messages over.
-    #[arg(long, default_value_t = 4)]
-    channels: usize,
+    /// Channels to spread the messages over (1 to 1024).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    channels: u16,
     /// Messages to produce and consume.
     #[arg(long, default_value_t = 200_000)]
     messages: u64,
-    /// Row payload size in bytes.
-    #[arg(long, default_value_t = 128)]
-    payload: usize,
-    /// Messages per produce call.
-    #[arg(long, default_value_t = 64)]
-    batch: usize,
-    /// Rate of the latency phase, messages per second.
-    #[arg(long, default_value_t = 2000)]
+    /// Row payload size in bytes (at most 64 MiB).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(0..=MAX_PAYLOAD))]
+    payload: u64,
+    /// Messages per produce call (1 to 65536).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    batch: u64,
+    /// Rate of the latency phase, messages per second (1 to 1000000).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     latency_rate: u64,
-    /// Duration of the latency phase, seconds.
-    #[arg(long, default_value_t = 2)]
+    /// Duration of the latency phase, seconds (1 to 86400; rate × seconds at most 10000000).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     latency_secs: u64,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
-}
-
-fn row(id: u64, payload: &[u8]) -> TsMsg {
-    TsMsg::new(MsgBody::Insert(InsertRequest {
-        base: Some(MsgBase::new(MsgType::Insert as i32, id as i64, id + 1)),
-        timestamps: vec![id + 1],
-        row_ids: vec![id as i64],
-        row_data: vec![Blob {
-            value: payload.to_vec(),
-        }],
-        num_rows: 1,
-        ..Default::default()
-    }))
-    .with_hash_keys(vec![id as u32])
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -64,107 +56,40 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
-async fn next_msg(stream: &mut MsgStream) -> Result<MsgPack> {
-    Ok(stream
-        .next_pack()
-        .await
-        .ok_or(StreamError::Closed("consumer"))??)
-}
-
-/// Runs the three phases and prints the summary.
-pub async fn run(factory: &Factory, args: BenchArgs) -> Result<ExitCode> {
+/// Runs the three phases, deletes the channels, and prints the summary (exit code 130 and no
+/// summary when stopped).
+pub async fn run(factory: &Factory, args: BenchArgs, stop: &Stop) -> Result<ExitCode> {
+    let latency_total = args.latency_rate * args.latency_secs;
+    if latency_total > MAX_LATENCY_SAMPLES {
+        return Err(Error::Usage(format!(
+            "--latency-rate {} × --latency-secs {} is {latency_total} samples; at most \
+             {MAX_LATENCY_SAMPLES} are kept",
+            args.latency_rate, args.latency_secs
+        )));
+    }
     let run_id = std::process::id();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let channels: Vec<String> = (0..args.channels.max(1))
+    let channels: Vec<String> = (0..args.channels)
         .map(|c| format!("bench-{run_id}-{nanos}-{c}"))
         .collect();
     let refs: Vec<&str> = channels.iter().map(String::as_str).collect();
-    let payload = vec![7u8; args.payload];
-    let batch = args.batch.max(1) as u64;
-
-    // Phase 1: produce.
-    let mut producer = factory.msg_stream();
-    producer.as_producer(&refs).await?;
-    let mut progress = Progress::new("produce", args.messages);
-    let mut batch_latency = Vec::new();
-    let started = Instant::now();
-    let mut sent = 0;
-    let mut bytes = 0u64;
-    while sent < args.messages {
-        let n = batch.min(args.messages - sent);
-        let msgs: Vec<TsMsg> = (sent..sent + n).map(|id| row(id, &payload)).collect();
-        bytes += msgs.iter().map(|m| m.encode().len() as u64).sum::<u64>();
-        let t = Instant::now();
-        producer
-            .produce(&MsgPack {
-                msgs,
-                ..MsgPack::default()
-            })
-            .await?;
-        batch_latency.push(t.elapsed());
-        sent += n;
-        progress.update(sent);
-    }
-    let produce_secs = started.elapsed().as_secs_f64();
-    progress.finish();
-    batch_latency.sort();
-
-    // Phase 2: consume everything with one subscription.
-    let mut consumer = factory.msg_stream();
-    consumer
-        .as_consumer(&refs, "bench", InitialPosition::Earliest)
-        .await?;
-    let mut progress = Progress::new("consume", args.messages);
-    let started = Instant::now();
-    let mut received = 0;
-    while received < args.messages {
-        received += next_msg(&mut consumer).await?.msgs.len() as u64;
-        progress.update(received);
-    }
-    let consume_secs = started.elapsed().as_secs_f64();
-    progress.finish();
-
-    // Phase 3: produce → consume latency at a fixed rate, one message at a time.
-    let latency_channel = [refs[0]];
-    let mut lat_producer = factory.msg_stream();
-    lat_producer.as_producer(&latency_channel).await?;
-    let mut lat_consumer = factory.msg_stream();
-    lat_consumer
-        .as_consumer(&latency_channel, "bench-latency", InitialPosition::Latest)
-        .await?;
-    let total = args.latency_rate.max(1) * args.latency_secs.max(1);
-    let interval = Duration::from_secs_f64(1.0 / args.latency_rate.max(1) as f64);
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut latencies = Vec::with_capacity(total as usize);
-    let mut progress = Progress::new("latency", total);
-    for i in 0..total {
-        ticker.tick().await;
-        let t = Instant::now();
-        lat_producer
-            .produce(&MsgPack {
-                msgs: vec![row(i, &payload)],
-                ..MsgPack::default()
-            })
-            .await?;
-        next_msg(&mut lat_consumer).await?;
-        latencies.push(t.elapsed());
-        progress.update(i + 1);
-    }
-    progress.finish();
-    latencies.sort();
-    for stream in [
-        &mut producer,
-        &mut consumer,
-        &mut lat_producer,
-        &mut lat_consumer,
-    ] {
-        stream.close().await;
-    }
-
+    eprintln!(
+        "bench on {}: producing {} messages to {} channel(s)",
+        factory.backend().name(),
+        args.messages,
+        refs.len()
+    );
+    let measured = measure(factory, &args, &refs, latency_total, stop).await;
+    delete_own_channels(factory, &channels, "bench").await;
+    let Some((produced, consume_secs, latencies)) = measured? else {
+        eprintln!("interrupted");
+        return Ok(ExitCode::from(130));
+    };
+    let batch_latency = &produced.batch_latency;
+    let (produce_secs, bytes, batch) = (produced.secs, produced.bytes, args.batch);
     let produce_rate = args.messages as f64 / produce_secs;
     let consume_rate = args.messages as f64 / consume_secs;
     let mb = bytes as f64 / (1024.0 * 1024.0);
@@ -178,8 +103,8 @@ pub async fn run(factory: &Factory, args: BenchArgs) -> Result<ExitCode> {
             "batch": batch,
             "produce_msgs_per_s": produce_rate.round(),
             "produce_mb_per_s": (mb / produce_secs * 100.0).round() / 100.0,
-            "produce_batch_p50_us": us(percentile(&batch_latency, 0.5)).round(),
-            "produce_batch_p99_us": us(percentile(&batch_latency, 0.99)).round(),
+            "produce_batch_p50_us": us(percentile(batch_latency, 0.5)).round(),
+            "produce_batch_p99_us": us(percentile(batch_latency, 0.99)).round(),
             "consume_msgs_per_s": consume_rate.round(),
             "consume_mb_per_s": (mb / consume_secs * 100.0).round() / 100.0,
             "latency_rate": args.latency_rate,
@@ -187,34 +112,34 @@ pub async fn run(factory: &Factory, args: BenchArgs) -> Result<ExitCode> {
             "latency_p99_us": us(percentile(&latencies, 0.99)).round(),
             "latency_max_us": us(latencies.last().copied().unwrap_or_default()).round(),
         });
-        println!("{summary}");
+        out::line(summary)?;
     } else {
-        println!(
+        out::line(format_args!(
             "bench on {}: {} msgs of {} B over {} channel(s), batches of {batch}",
             factory.backend().name(),
             args.messages,
             args.payload,
             channels.len()
-        );
-        println!(
+        ))?;
+        out::line(format_args!(
             "{:<10} {:>14} {:>10} {:>12} {:>12}",
             "phase", "msgs/s", "MB/s", "p50", "p99"
-        );
-        println!(
+        ))?;
+        out::line(format_args!(
             "{:<10} {produce_rate:>14.0} {:>10.1} {:>10.0}us {:>10.0}us",
             "produce",
             mb / produce_secs,
-            us(percentile(&batch_latency, 0.5)),
-            us(percentile(&batch_latency, 0.99))
-        );
-        println!(
+            us(percentile(batch_latency, 0.5)),
+            us(percentile(batch_latency, 0.99))
+        ))?;
+        out::line(format_args!(
             "{:<10} {consume_rate:>14.0} {:>10.1} {:>12} {:>12}",
             "consume",
             mb / consume_secs,
             "-",
             "-"
-        );
-        println!(
+        ))?;
+        out::line(format_args!(
             "{:<10} {:>14} {:>10} {:>10.0}us {:>10.0}us   (produce→consume at {}/s)",
             "latency",
             "-",
@@ -222,7 +147,68 @@ pub async fn run(factory: &Factory, args: BenchArgs) -> Result<ExitCode> {
             us(percentile(&latencies, 0.5)),
             us(percentile(&latencies, 0.99)),
             args.latency_rate
-        );
+        ))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the phases one after another, each returning `None` when stopped.
+async fn measure(
+    factory: &Factory,
+    args: &BenchArgs,
+    channels: &[&str],
+    latency_total: u64,
+    stop: &Stop,
+) -> Result<Option<(phases::Produced, f64, Vec<Duration>)>> {
+    let payload = vec![7u8; usize::try_from(args.payload).unwrap_or(usize::MAX)];
+    let Some(produced) =
+        phases::produce(factory, channels, args.messages, args.batch, &payload, stop).await?
+    else {
+        return Ok(None);
+    };
+    let Some(consume_secs) = phases::consume(factory, channels, args.messages, stop).await? else {
+        return Ok(None);
+    };
+    let Some(first) = channels.first() else {
+        return Ok(None);
+    };
+    let latencies = phases::latency(
+        factory,
+        first,
+        args.latency_rate,
+        latency_total,
+        &payload,
+        stop,
+    )
+    .await?;
+    Ok(latencies.map(|l| (produced, consume_secs, l)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use msgstream_facade::{BackendKind, Config};
+
+    #[tokio::test]
+    async fn a_run_leaves_no_channel_behind() {
+        let config = Config {
+            backend: BackendKind::Memory,
+            ..Config::default()
+        };
+        let factory = Factory::new(&config).await.expect("factory");
+        let args = BenchArgs {
+            channels: 2,
+            messages: 100,
+            payload: 8,
+            batch: 10,
+            latency_rate: 1000,
+            latency_secs: 1,
+            json: true,
+        };
+        let stop = Stop::listen().expect("signals");
+        let code = run(&factory, args, &stop).await.expect("bench");
+        assert_eq!(code, ExitCode::SUCCESS);
+        let left = factory.client().list_topics().await.expect("list");
+        assert!(left.is_empty(), "{left:?}");
+    }
 }

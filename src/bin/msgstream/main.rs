@@ -3,13 +3,18 @@
 mod bench;
 mod commands;
 mod demo;
+mod out;
 mod progress;
+mod signals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use msgstream_facade::{BackendKind, Config, Factory, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use msgstream_facade::{BackendKind, Config, Error, Factory, Result};
+
+use commands::{admin, consume, positions, produce};
+use signals::Stop;
 
 /// One message-stream API over several brokers: produce, consume (plain or timetick-aligned),
 /// positions, topics, groups, benchmarks, and an end-to-end demo.
@@ -20,11 +25,30 @@ struct Cli {
     /// else the embedded rocksmq backend in ./data/rocksmq.
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Backend to use, overriding the configuration: rocksmq | memory.
-    #[arg(long, global = true, value_name = "NAME")]
-    backend: Option<String>,
+    /// Backend to use, overriding the configuration.
+    #[arg(long, global = true, value_name = "NAME", value_enum)]
+    backend: Option<Backend>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--backend` values: every backend the facade knows, compiled in or not (one that is not says
+/// so when opened).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Backend {
+    /// The embedded RocksDB queue.
+    Rocksmq,
+    /// In-process, gone when the command ends.
+    Memory,
+}
+
+impl From<Backend> for BackendKind {
+    fn from(backend: Backend) -> Self {
+        match backend {
+            Backend::Rocksmq => BackendKind::Rocksmq,
+            Backend::Memory => BackendKind::Memory,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -32,61 +56,76 @@ enum Command {
     /// End to end in a few seconds: 4 channels, a tt consumer that stops midway and a new one
     /// resuming from the saved positions; checks nothing was lost or duplicated.
     Demo(demo::DemoArgs),
-    /// Write insert messages (and timeticks) to channels.
-    Produce(commands::ProduceArgs),
-    /// Read channels as packs, plain or timetick-aligned; Ctrl-C stops cleanly.
-    Consume(commands::ConsumeArgs),
+    /// Write insert messages (and timeticks) to channels; Ctrl-C or SIGTERM stops after the
+    /// current batch.
+    Produce(produce::ProduceArgs),
+    /// Read channels as packs, plain or timetick-aligned; Ctrl-C or SIGTERM stops cleanly.
+    Consume(consume::ConsumeArgs),
     /// Show or save stored positions.
     #[command(subcommand)]
-    Positions(commands::PositionsCommand),
-    /// List the channels the backend holds.
-    Topics,
-    /// List subscriptions (consumer groups) and their lag.
-    Groups(commands::GroupsArgs),
-    /// Throughput and latency over the configured backend.
+    Positions(positions::PositionsCommand),
+    /// List the channels the backend holds, or delete one.
+    Topics(admin::TopicsArgs),
+    /// List subscriptions (consumer groups) and their lag, or delete one.
+    Groups(admin::GroupsArgs),
+    /// Throughput and latency over the configured backend; deletes its channels at the end.
     Bench(bench::BenchArgs),
 }
 
 fn config(cli: &Cli) -> Result<Config> {
     let mut config = Config::load(cli.config.as_deref())?;
-    if let Some(name) = &cli.backend {
-        config.backend = BackendKind::parse(name)?;
+    if let Some(backend) = cli.backend {
+        config.backend = backend.into();
     }
     Ok(config)
 }
 
-async fn run(cli: Cli) -> Result<ExitCode> {
+async fn run(cli: Cli, stop: Stop) -> Result<ExitCode> {
+    // Reading a file needs no backend, and opening one can fail while another process holds it
+    // (rocksmq locks its database): a running consumer's positions stay readable.
+    if let Command::Positions(positions::PositionsCommand::Show { file }) = &cli.command {
+        return positions::show(file);
+    }
     let config = config(&cli)?;
     let factory = Factory::new(&config).await?;
-    let handles_ctrl_c = matches!(cli.command, Command::Consume(_));
-    let command = async {
-        match cli.command {
-            Command::Demo(args) => demo::run(&factory, args).await,
-            Command::Produce(args) => commands::produce(&factory, args).await,
-            Command::Consume(args) => commands::consume(&factory, args).await,
-            Command::Positions(cmd) => commands::positions(&factory, cmd).await,
-            Command::Topics => commands::topics(&factory).await,
-            Command::Groups(args) => commands::groups(&factory, args).await,
-            Command::Bench(args) => bench::run(&factory, args).await,
-        }
-    };
-    // `consume` handles Ctrl-C itself (it saves positions first). Elsewhere Ctrl-C drops the
-    // command between two backend calls: every write and ack already acknowledged is durable,
-    // and the client is closed below as on any other exit.
-    let interrupted = async {
-        if handles_ctrl_c || tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let result = tokio::select! {
-        result = command => result,
-        () = interrupted => {
-            eprintln!("interrupted");
-            Ok(ExitCode::from(130))
-        }
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(&factory, args, &stop).await,
+        Command::Produce(args) => produce::run(&factory, args, &stop).await,
+        Command::Consume(args) => consume::run(&factory, args, &stop).await,
+        Command::Bench(args) => bench::run(&factory, args, &stop).await,
+        Command::Positions(command) => until_stopped(&stop, admin_command(&factory, command)).await,
+        Command::Topics(args) => until_stopped(&stop, admin::topics(&factory, args)).await,
+        Command::Groups(args) => until_stopped(&stop, admin::groups(&factory, args)).await,
     };
     factory.close().await;
     result
+}
+
+async fn admin_command(
+    factory: &Factory,
+    command: positions::PositionsCommand,
+) -> Result<ExitCode> {
+    match command {
+        positions::PositionsCommand::Show { file } => positions::show(&file),
+        positions::PositionsCommand::Save { channels, out } => {
+            positions::save(factory, &channels, &out).await
+        }
+    }
+}
+
+/// Short commands are dropped on a stop request, between two backend calls: what the backend
+/// acknowledged stays, and the client is closed as on any other exit.
+async fn until_stopped(
+    stop: &Stop,
+    command: impl std::future::Future<Output = Result<ExitCode>>,
+) -> Result<ExitCode> {
+    tokio::select! {
+        result = command => result,
+        () = stop.wait() => {
+            eprintln!("interrupted");
+            Ok(ExitCode::from(130))
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -108,8 +147,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(async {
+        let stop =
+            Stop::listen().map_err(|e| Error::Usage(format!("cannot handle signals: {e}")))?;
+        run(cli, stop).await
+    });
+    match result {
         Ok(code) => code,
+        // The reader of our output went away (`| head`): stop quietly, as command-line tools do.
+        Err(Error::OutputClosed) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
