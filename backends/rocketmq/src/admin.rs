@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::namesrv::NameServers;
 use crate::protocol::codes;
 use crate::protocol::route::MessageQueue;
-use crate::remoting::{check, Command, Remoting};
+use crate::remoting::{check, Command, Remoting, RemotingOptions};
 
 /// How long `create_topic` waits for the new route to reach the name servers.
 const ROUTE_PROPAGATION: Duration = Duration::from_secs(10);
@@ -37,6 +37,23 @@ struct GroupList {
 }
 
 impl Admin {
+    /// An admin client of the name servers at `name_servers` (`host:port`), with its own
+    /// connections; `timeout` bounds each request.
+    pub fn connect(name_servers: Vec<String>, timeout: Duration) -> Result<Admin> {
+        let remoting = Arc::new(Remoting::new(RemotingOptions::default(), None));
+        let namesrv = Arc::new(NameServers::new(name_servers, remoting.clone(), timeout)?);
+        Ok(Admin {
+            remoting,
+            namesrv,
+            timeout,
+        })
+    }
+
+    /// The name servers (routes, cluster info).
+    pub fn name_servers(&self) -> &NameServers {
+        &self.namesrv
+    }
+
     /// The master address of the broker holding `mq`, checking that the queue exists.
     pub async fn broker_of(&self, mq: &MessageQueue) -> Result<String> {
         let route = self.namesrv.route(&mq.topic).await?;

@@ -17,6 +17,7 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod adapter;
 mod admin;
 mod config;
 pub mod consumer;
@@ -27,6 +28,7 @@ mod producer;
 pub mod protocol;
 pub mod remoting;
 
+pub use adapter::{RocketMqClient, RocketMqConsumer, RocketMqProducer, RocketMqReader};
 pub use admin::Admin;
 pub use config::RocketMqConfig;
 pub use consumer::{

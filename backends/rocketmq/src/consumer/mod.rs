@@ -22,7 +22,7 @@ pub use allocate::allocate_average;
 pub use fetch::ConsumeRequest;
 pub use lite::{ConsumeResult, LitePullConsumer};
 pub use options::{ConsumeFrom, ConsumerOptions, Selector};
-pub use pull::PullOutcome;
+pub use pull::{pull, PullOutcome, PullRequest};
 
 use crate::admin::Admin;
 use crate::error::Result;

@@ -1,0 +1,371 @@
+//! The producer, admin and lite pull consumer against a real name server and broker.
+
+mod support;
+
+use std::time::Duration;
+
+use msgstream::testkit::within;
+use msgstream_rocketmq::namespace::Namespace;
+use msgstream_rocketmq::{
+    Admin, ConsumeFrom, ConsumeRequest, ConsumeResult, ConsumerOptions, Error, LitePullConsumer,
+    MessageQueue, OutgoingMessage, Producer, QueueSelector, Selector,
+};
+
+fn admin() -> Admin {
+    support::admin_for(&support::shared().namesrv)
+}
+
+async fn topic(admin: &Admin, prefix: &str, queues: u32) -> String {
+    let name = support::unique(prefix).replace('.', "_");
+    admin
+        .create_topic(&name, queues)
+        .await
+        .expect("create topic");
+    name
+}
+
+fn producer(admin: &Admin) -> Producer {
+    Producer::new(admin.clone(), "test-producer", Namespace::default(), 2)
+}
+
+async fn send(
+    p: &Producer,
+    topic: &str,
+    bodies: impl IntoIterator<Item = String>,
+    selector: &QueueSelector,
+) {
+    for body in bodies {
+        p.send(&OutgoingMessage::new(topic, body), selector)
+            .await
+            .expect("send");
+    }
+}
+
+fn options(group: &str) -> ConsumerOptions {
+    ConsumerOptions {
+        consume_from: ConsumeFrom::First,
+        long_poll: Duration::from_secs(2),
+        persist_interval: Duration::from_millis(200),
+        rebalance_interval: Duration::from_secs(1),
+        heartbeat_interval: Duration::from_secs(1),
+        retry_delay_level: 1,
+        ..ConsumerOptions::new(group)
+    }
+}
+
+async fn next(consumer: &LitePullConsumer) -> ConsumeRequest {
+    within("a batch", async {
+        loop {
+            if let Some(r) = consumer.poll(Duration::from_secs(1)).await.expect("poll") {
+                return r;
+            }
+        }
+    })
+    .await
+}
+
+fn bodies(r: &ConsumeRequest) -> Vec<String> {
+    r.messages
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_on_one_queue_and_resume_after_ack() {
+    let admin = admin();
+    let t = topic(&admin, "order", 1).await;
+    let p = producer(&admin);
+    send(
+        &p,
+        &t,
+        (0..50).map(|i| i.to_string()),
+        &QueueSelector::RoundRobin,
+    )
+    .await;
+    let group = support::unique("g");
+    let c = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("new");
+    c.subscribe(&t, Selector::All).expect("subscribe");
+    c.start().await.expect("start");
+    let mut seen = Vec::new();
+    while seen.len() < 30 {
+        let r = next(&c).await;
+        seen.extend(bodies(&r));
+        c.ack(&r, ConsumeResult::Success).await.expect("ack");
+    }
+    assert_eq!(
+        seen,
+        (0..seen.len()).map(|i| i.to_string()).collect::<Vec<_>>()
+    );
+    let mq = MessageQueue::new(&t, "broker-a", 0);
+    assert_eq!(
+        c.current_offset(&mq).await.expect("offset"),
+        Some(seen.len() as i64)
+    );
+    c.shutdown().await.expect("shutdown persists");
+    assert!(matches!(
+        c.poll(Duration::ZERO).await,
+        Err(Error::Closed(_))
+    ));
+    assert_eq!(
+        admin.query_consumer_offset(&group, &mq).await.expect("q"),
+        Some(seen.len() as i64)
+    );
+    let again = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("new");
+    again.subscribe(&t, Selector::All).expect("subscribe");
+    again.start().await.expect("start");
+    let r = next(&again).await;
+    assert_eq!(
+        bodies(&r)[0],
+        seen.len().to_string(),
+        "resumes at the persisted offset"
+    );
+    again.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_later_redelivers_then_dead_letters() {
+    let admin = admin();
+    let t = topic(&admin, "retry", 1).await;
+    send(
+        &producer(&admin),
+        &t,
+        ["x".to_owned()],
+        &QueueSelector::RoundRobin,
+    )
+    .await;
+    let group = support::unique("rg");
+    let c = LitePullConsumer::new(
+        &admin,
+        Namespace::default(),
+        ConsumerOptions {
+            max_reconsume_times: 2,
+            ..options(&group)
+        },
+    )
+    .expect("new");
+    c.subscribe(&t, Selector::All).expect("subscribe");
+    c.start().await.expect("start");
+    for round in 0..=2 {
+        let r = next(&c).await;
+        let m = &r.messages[0];
+        assert_eq!((m.body.as_ref(), m.topic.as_str()), (&b"x"[..], t.as_str()));
+        assert_eq!(m.reconsume_times, round, "delivery {round}");
+        c.ack(&r, ConsumeResult::RetryLater)
+            .await
+            .expect("retry later");
+        c.request_rebalance();
+    }
+    let dlq = MessageQueue::new(format!("%DLQ%{group}"), "broker-a", 0);
+    let dead = within("the dead letter", async {
+        loop {
+            match c.pull_from(&dlq, 0, 8).await {
+                Ok(o) if !o.messages.is_empty() => return o.messages,
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(dead[0].body.as_ref(), b"x");
+    c.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assign_pull_from_seek_and_timestamps() {
+    let admin = admin();
+    let t = topic(&admin, "seek", 2).await;
+    let p = producer(&admin);
+    let q0 = MessageQueue::new(&t, "broker-a", 0);
+    send(
+        &p,
+        &t,
+        (0..5).map(|i| i.to_string()),
+        &QueueSelector::Queue(q0.clone()),
+    )
+    .await;
+    let middle = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("now")
+        .as_millis() as i64;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    send(
+        &p,
+        &t,
+        (5..10).map(|i| i.to_string()),
+        &QueueSelector::Queue(q0.clone()),
+    )
+    .await;
+    let group = support::unique("sg");
+    let c = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("new");
+    assert!(matches!(
+        c.subscribe(&t, Selector::All)
+            .and_then(|()| c.assign(vec![])),
+        Err(Error::IllegalState(_))
+    ));
+    let c = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("new");
+    let queues = c.fetch_queues(&t).await.expect("queues");
+    assert_eq!(queues.len(), 2);
+    c.assign(vec![q0.clone()]).expect("assign");
+    c.start().await.expect("start");
+
+    let pulled = c.pull_from(&q0, 3, 4).await.expect("pull_from");
+    assert_eq!(pulled.messages.len(), 4);
+    assert_eq!(
+        (pulled.messages[0].queue_offset, pulled.next_offset),
+        (3, 7)
+    );
+    assert_eq!(
+        c.current_offset(&q0).await.expect("offset"),
+        Some(0),
+        "pull_from moves nothing"
+    );
+    let (_, again) = c.pull(2).await.expect("pull");
+    assert_eq!(again.messages[0].queue_offset, 0);
+
+    assert_eq!(c.offset_for_timestamp(&q0, middle).await.expect("ts"), 5);
+    c.seek(&q0, 8).await.expect("seek");
+    assert_eq!(bodies(&next(&c).await)[0], "8");
+    c.seek_to_begin(&q0).await.expect("begin");
+    assert_eq!(bodies(&next(&c).await)[0], "0");
+    c.seek_to_end(&q0).await.expect("end");
+    assert!(c
+        .poll(Duration::from_millis(300))
+        .await
+        .expect("poll")
+        .is_none());
+    assert!(matches!(
+        c.seek(&q0, 11).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    let q1 = MessageQueue::new(&t, "broker-a", 1);
+    assert!(matches!(c.seek(&q1, 0).await, Err(Error::IllegalState(_))));
+    let bad = MessageQueue::new(&t, "broker-a", 9);
+    assert!(matches!(
+        c.pull_from(&bad, 0, 1).await,
+        Err(Error::NoSuchQueue { .. })
+    ));
+    c.pause(std::slice::from_ref(&q0));
+    send(
+        &p,
+        &t,
+        ["late".to_owned()],
+        &QueueSelector::Queue(q0.clone()),
+    )
+    .await;
+    assert!(
+        c.poll(Duration::from_millis(500))
+            .await
+            .expect("poll")
+            .is_none(),
+        "paused"
+    );
+    c.resume(std::slice::from_ref(&q0));
+    assert_eq!(bodies(&next(&c).await), ["late"]);
+    c.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_consumers_split_queues_and_rebalance() {
+    let admin = admin();
+    let t = topic(&admin, "split", 4).await;
+    let group = support::unique("gg");
+    let a = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("a");
+    let b = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("b");
+    for c in [&a, &b] {
+        c.subscribe(&t, Selector::All).expect("subscribe");
+        c.start().await.expect("start");
+    }
+    let split = |c: &LitePullConsumer| c.assignment().iter().filter(|q| q.topic == t).count();
+    within("an even split", async {
+        loop {
+            a.request_rebalance();
+            b.request_rebalance();
+            if split(&a) == 2 && split(&b) == 2 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    b.shutdown().await.expect("b leaves");
+    within("a takes over", async {
+        while split(&a) != 4 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let p = producer(&admin);
+    send(
+        &p,
+        &t,
+        (0..8).map(|i| i.to_string()),
+        &QueueSelector::RoundRobin,
+    )
+    .await;
+    let mut got = Vec::new();
+    while got.len() < 8 {
+        got.extend(bodies(&next(&a).await));
+    }
+    got.sort();
+    assert_eq!(got, (0..8).map(|i| i.to_string()).collect::<Vec<_>>());
+    a.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_tags_and_bad_inputs() {
+    let admin = admin();
+    let ns = Namespace::new("tns");
+    let t = support::unique("nst");
+    admin.create_topic(&ns.wrap(&t), 1).await.expect("create");
+    let p = Producer::new(admin.clone(), "p", ns.clone(), 2);
+    for (body, tag) in [("a", "A"), ("b", "B"), ("c", "A")] {
+        let m = OutgoingMessage {
+            tag: Some(tag.into()),
+            ..OutgoingMessage::new(&t, body)
+        };
+        p.send(&m, &QueueSelector::ByKey("k".into()))
+            .await
+            .expect("send");
+    }
+    let c =
+        LitePullConsumer::new(&admin, ns.clone(), options(&support::unique("ng"))).expect("new");
+    c.subscribe(&t, Selector::parse("A || Z"))
+        .expect("subscribe");
+    c.start().await.expect("start");
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let r = next(&c).await;
+        assert!(
+            r.messages.iter().all(|m| m.topic == t),
+            "namespace stripped"
+        );
+        got.extend(bodies(&r));
+    }
+    assert_eq!(got, ["a", "c"]);
+    c.shutdown().await.expect("shutdown");
+    let plain = LitePullConsumer::new(&admin, Namespace::default(), options("g")).expect("new");
+    plain.subscribe(&t, Selector::All).expect("subscribe");
+    assert!(
+        matches!(plain.start().await, Err(Error::TopicNotFound(_))),
+        "no namespace, no route"
+    );
+    let unknown = support::unique("missing");
+    assert!(matches!(
+        producer(&admin)
+            .send(
+                &OutgoingMessage::new(&unknown, "x"),
+                &QueueSelector::RoundRobin
+            )
+            .await,
+        Err(Error::TopicNotFound(_))
+    ));
+    let bad_queue = QueueSelector::Queue(MessageQueue::new(ns.wrap(&t), "broker-a", 7));
+    assert!(matches!(
+        p.send(&OutgoingMessage::new(&t, "x"), &bad_queue).await,
+        Err(Error::NoSuchQueue { .. })
+    ));
+    assert!(matches!(
+        LitePullConsumer::new(&admin, Namespace::default(), options("")),
+        Err(Error::InvalidArgument(_))
+    ));
+}

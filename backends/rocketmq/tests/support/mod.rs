@@ -1,0 +1,275 @@
+//! Test harness: a real rocketmq-rust name server and broker on free loopback ports with a
+//! temporary store, or an already running cluster named by `MSGSTREAM_ROCKETMQ_NAMESRV`.
+//!
+//! Servers run under a small `sh` guard that kills them when our end of its stdin closes, so
+//! they die with the test process even when it never runs destructors (shared clusters live in
+//! statics).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use msgstream_rocketmq::{Admin, RocketMqConfig};
+
+const INSTALL_HINT: &str = "run scripts/install-rocketmq.sh (installs rocketmq-namesrv-rust and rocketmq-broker-rust \
+     into /var/cache/msgstream/rocketmq/bin), set MSGSTREAM_ROCKETMQ_BIN to their directory, or point \
+     MSGSTREAM_ROCKETMQ_NAMESRV at a running cluster";
+
+struct Server {
+    guard: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Server {
+    fn spawn(bin: &Path, args: &[String], run: &Path, log: &str) -> Server {
+        let out = std::fs::File::create(run.join(log)).expect("log file");
+        let err = out.try_clone().expect("log file");
+        let mut guard = Command::new("sh")
+            .arg("-c")
+            .arg("\"$0\" \"$@\" & child=$!; read _; kill -9 $child 2>/dev/null; wait $child")
+            .arg(bin)
+            .args(args)
+            .env("HOME", run.join("home"))
+            .env("ROCKETMQ_HOME", run.join("home"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}; {INSTALL_HINT}", bin.display()));
+        let stdin = guard.stdin.take();
+        Server { guard, stdin }
+    }
+
+    /// Kills the server (SIGKILL) and waits until it is gone.
+    fn kill(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.write_all(b"\n");
+        }
+        let _ = self.guard.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A name server plus one broker.
+pub struct Cluster {
+    pub namesrv: String,
+    pub broker: String,
+    run: Option<tempfile::TempDir>,
+    bin: PathBuf,
+    namesrv_proc: Option<Server>,
+    broker_proc: Option<Server>,
+}
+
+fn bin_dir() -> PathBuf {
+    let dir = std::env::var_os("MSGSTREAM_ROCKETMQ_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/msgstream/rocketmq/bin"));
+    for name in ["rocketmq-namesrv-rust", "rocketmq-broker-rust"] {
+        assert!(
+            dir.join(name).is_file(),
+            "the RocketMQ tests need {} but it is missing; {INSTALL_HINT}",
+            dir.join(name).display()
+        );
+    }
+    dir
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A broker port P with P-2 (fast channel) and P+1 (HA) free too.
+fn broker_port() -> u16 {
+    loop {
+        let p = free_port();
+        if !(1030..=65000).contains(&p) {
+            continue;
+        }
+        let all: Vec<_> = [p - 2, p, p + 1]
+            .iter()
+            .map(|q| TcpListener::bind(("127.0.0.1", *q)))
+            .collect();
+        if all.iter().all(Result::is_ok) {
+            return p;
+        }
+    }
+}
+
+fn wait_tcp(addr: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(addr).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} at {addr} did not start listening"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Cluster {
+    /// Starts a fresh name server and broker.
+    pub fn start() -> Cluster {
+        let bin = bin_dir();
+        let run = tempfile::Builder::new()
+            .prefix("rocketmq-test")
+            .tempdir()
+            .expect("tempdir");
+        let r = run.path();
+        for d in ["home", "namesrv", "store"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        let (np, bp) = (free_port(), broker_port());
+        let namesrv = format!("127.0.0.1:{np}");
+        std::fs::write(
+            r.join("namesrv.toml"),
+            format!(
+                "rocketmqHome = \"{0}/home\"\nkvConfigPath = \"{0}/namesrv/kvConfig.json\"\n\
+                 configStorePath = \"{0}/namesrv/namesrv.properties\"\n\n[runtime]\nworkerThreads = 2\n",
+                r.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            r.join("broker.toml"),
+            format!(
+                "[broker]\nlistenPort = {bp}\nbrokerIp1 = \"127.0.0.1\"\nbrokerIp2 = \"127.0.0.1\"\n\
+                 storePathRootDir = \"{0}/store\"\nnamesrvAddr = \"{namesrv}\"\nautoCreateTopicEnable = true\n\
+                 autoCreateSubscriptionGroup = true\n\n[broker.brokerIdentity]\nbrokerName = \"broker-a\"\n\
+                 brokerClusterName = \"DefaultCluster\"\nbrokerId = 0\n\n[broker.brokerServerConfig]\n\
+                 bindAddress = \"127.0.0.1\"\n\n[store]\nstorePathRootDir = \"{0}/store\"\n\
+                 haListenAddress = \"127.0.0.1\"\nhaListenPort = {1}\nmappedFileSizeCommitLog = 67108864\n\
+                 mappedFileSizeConsumeQueue = 6000\nmappedFileSizeConsumeQueueExt = 65536\n\
+                 maxHashSlotNum = 1000\nmaxIndexNum = 4000\n",
+                r.display(),
+                bp + 1
+            ),
+        )
+        .unwrap();
+        let args = vec![
+            "-c".to_owned(),
+            r.join("namesrv.toml").display().to_string(),
+            "--bindAddress".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--listenPort".to_owned(),
+            np.to_string(),
+        ];
+        let namesrv_proc =
+            Server::spawn(&bin.join("rocketmq-namesrv-rust"), &args, r, "namesrv.log");
+        wait_tcp(&namesrv, "the name server");
+        let mut cluster = Cluster {
+            namesrv,
+            broker: format!("127.0.0.1:{bp}"),
+            run: Some(run),
+            bin,
+            namesrv_proc: Some(namesrv_proc),
+            broker_proc: None,
+        };
+        cluster.start_broker();
+        cluster
+    }
+
+    /// Starts (or restarts, on the same store) the broker and waits until it is registered.
+    pub fn start_broker(&mut self) {
+        let run = self.run.as_ref().expect("own cluster").path().to_owned();
+        let args = vec![
+            "-c".to_owned(),
+            run.join("broker.toml").display().to_string(),
+        ];
+        let log = format!("broker-{}.log", Instant::now().elapsed().as_nanos());
+        self.broker_proc = Some(Server::spawn(
+            &self.bin.join("rocketmq-broker-rust"),
+            &args,
+            &run,
+            &log,
+        ));
+        wait_tcp(&self.broker, "the broker");
+        wait_registered(&self.namesrv);
+    }
+
+    /// Kills the broker (SIGKILL) and waits until it is gone.
+    pub fn kill_broker(&mut self) {
+        if let Some(mut broker) = self.broker_proc.take() {
+            broker.kill();
+        }
+    }
+
+    pub fn config(&self) -> RocketMqConfig {
+        RocketMqConfig {
+            name_servers: vec![self.namesrv.clone()],
+            persist_interval_ms: 200,
+            ..RocketMqConfig::default()
+        }
+    }
+}
+
+/// Waits until the name server routes TBW102 (the broker registered itself).
+fn wait_registered(namesrv: &str) {
+    let namesrv = namesrv.to_owned();
+    // A thread of its own: callers may be inside a runtime already.
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let admin = admin_for(&namesrv);
+            loop {
+                if admin.name_servers().refresh("TBW102").await.is_ok() {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the broker did not register with {namesrv}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+    })
+    .join()
+    .expect("waiting for the broker");
+}
+
+/// An admin client of the name server at `namesrv`.
+pub fn admin_for(namesrv: &str) -> Admin {
+    Admin::connect(vec![namesrv.to_owned()], Duration::from_secs(3)).unwrap()
+}
+
+/// The cluster every test of this process shares: `MSGSTREAM_ROCKETMQ_NAMESRV`, or one started
+/// on first use.
+pub fn shared() -> &'static Cluster {
+    static SHARED: OnceLock<Cluster> = OnceLock::new();
+    SHARED.get_or_init(|| match std::env::var("MSGSTREAM_ROCKETMQ_NAMESRV") {
+        Ok(namesrv) => {
+            wait_registered(&namesrv);
+            Cluster {
+                namesrv,
+                broker: String::new(),
+                run: None,
+                bin: PathBuf::new(),
+                namesrv_proc: None,
+                broker_proc: None,
+            }
+        }
+        Err(_) => Cluster::start(),
+    })
+}
+
+/// A name no other test (or earlier run against a shared cluster) uses.
+pub fn unique(prefix: &str) -> String {
+    msgstream::testkit::unique(prefix)
+}
