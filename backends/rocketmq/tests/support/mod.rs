@@ -273,3 +273,8 @@ pub fn shared() -> &'static Cluster {
 pub fn unique(prefix: &str) -> String {
     msgstream::testkit::unique(prefix)
 }
+
+/// A loopback port nothing listens on.
+pub fn closed_port() -> u16 {
+    free_port()
+}
