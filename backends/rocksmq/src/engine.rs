@@ -32,6 +32,8 @@ pub(crate) struct Inner {
     retention_stop: Mutex<Option<mpsc::Sender<()>>>,
     retention_thread: Mutex<Option<JoinHandle<()>>>,
     pub retention_progress: watch::Sender<RetentionProgress>,
+    /// (topic, group) pairs with a live mq consumer: subscriptions are exclusive.
+    pub leases: Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -78,6 +80,7 @@ impl Rocksmq {
             retention_stop: Mutex::new(None),
             retention_thread: Mutex::new(None),
             retention_progress: watch::Sender::new(RetentionProgress::default()),
+            leases: Mutex::new(std::collections::HashSet::new()),
         });
         if let Some(interval) = options.retention_interval {
             let (stop, stopped) = mpsc::channel::<()>();
@@ -198,6 +201,24 @@ impl Rocksmq {
     pub fn latest_message_id(&self, topic: &str) -> Result<Option<u64>> {
         let next = self.topic(topic)?.tail().next_id;
         Ok((next > FIRST_MESSAGE_ID).then(|| next - 1))
+    }
+
+    /// The oldest id `topic` still holds (`None` when it holds no message): what retention has
+    /// not deleted yet. Read from the store at each call, so it follows retention at run time.
+    pub fn oldest_message_id(&self, topic: &str) -> Result<Option<u64>> {
+        let state = self.topic(topic)?;
+        self.inner.store.with(|db| {
+            let mut options = rocksdb::ReadOptions::default();
+            options.set_iterate_upper_bound(topic_upper_bound(state.id));
+            let mut iter = db.db.raw_iterator_cf_opt(db.cf(CF_MESSAGES)?, options);
+            iter.seek(topic_prefix(state.id));
+            let oldest = iter
+                .key()
+                .and_then(|key| crate::keys::message_id_from_key(state.id, key));
+            iter.status()
+                .map_err(|e| crate::store::db_error("finding the oldest message", e))?;
+            Ok(oldest)
+        })
     }
 
     /// A non-durable reader of `topic` whose first message is the first with id ≥ `from`.

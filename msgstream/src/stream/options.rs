@@ -18,6 +18,9 @@ pub struct StreamOptions {
     pub registry: Arc<DecoderRegistry>,
     /// What the tt stream does with late messages.
     pub late_policy: LatePolicy,
+    /// Commit (ack) each pack when the application asks for the next one, and on `close`
+    /// (the default). Off: nothing is acked until the application calls `commit`.
+    pub auto_commit: bool,
 }
 
 impl Default for StreamOptions {
@@ -27,6 +30,7 @@ impl Default for StreamOptions {
             retry: RetryPolicy::default(),
             registry: Arc::new(DecoderRegistry::default()),
             late_policy: LatePolicy::default(),
+            auto_commit: true,
         }
     }
 }

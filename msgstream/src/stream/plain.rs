@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use super::options::StreamOptions;
 use super::producers::{Produce, Producers};
 use super::pump::{Event, Pumps};
-use super::{resolve_position, subscribe_all};
+use super::{check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog};
 use crate::mq::{validate_channel_name, Client, InitialPosition, MessageId, Reader, ReaderOptions};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
@@ -19,6 +19,23 @@ struct ConsumerSide {
     tx: mpsc::Sender<super::pump::Delivered>,
     rx: mpsc::Receiver<super::pump::Delivered>,
     open: usize,
+    commits: CommitLog,
+    /// Per channel, the last message handed to the application and not yet committed.
+    delivered: Vec<Option<MessageId>>,
+    /// A permanent failure ended the stream.
+    failed: bool,
+}
+
+impl ConsumerSide {
+    /// Commits everything handed to the application so far.
+    async fn commit_delivered(&mut self) -> Result<()> {
+        for (channel, last) in self.delivered.iter_mut().enumerate() {
+            if let Some(id) = last.take() {
+                self.commits.commit(channel, &id).await?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A message stream over one backend (Milvus's `MsgStream`): produce with repacking, broadcast
@@ -27,6 +44,13 @@ struct ConsumerSide {
 /// Per-channel order is the backend's; messages of different channels interleave as they come.
 /// Each delivered pack carries the message's position as both start and end position; storing
 /// it and passing it to [`MsgStream::seek`] resumes there.
+///
+/// **Delivery guarantee.** A message is acked on its subscription only once the application has
+/// had it: when it asks for the next pack (auto-commit, the default), on [`MsgStream::close`],
+/// or through [`MsgStream::commit`] when `StreamOptions::auto_commit` is off. So a consumer that
+/// dies at any point and restarts from its subscription receives again the message it was
+/// handling, and none before it (at-least-once); restarting from stored positions with
+/// [`MsgStream::seek`] is exact.
 pub struct MsgStream {
     client: Arc<dyn Client>,
     options: StreamOptions,
@@ -59,6 +83,11 @@ impl MsgStream {
         subscription: &str,
         position: InitialPosition,
     ) -> Result<()> {
+        check_distinct(channels, |c| {
+            self.consumers
+                .as_ref()
+                .is_some_and(|side| side.pumps.contains(c))
+        })?;
         let consumers = subscribe_all(
             &self.client,
             &self.options,
@@ -70,36 +99,95 @@ impl MsgStream {
         let (client, options) = (&self.client, &self.options);
         let side = self.consumers.get_or_insert_with(|| {
             let (tx, rx) = mpsc::channel(options.buffer.max(1));
+            let pumps = Pumps::new(client.as_ref(), options);
             ConsumerSide {
-                pumps: Pumps::new(client.as_ref(), options),
+                commits: CommitLog::new(pumps.cumulative_acks()),
+                pumps,
                 tx,
                 rx,
                 open: 0,
+                delivered: Vec::new(),
+                failed: false,
             }
         });
         for consumer in consumers {
-            side.pumps.add(consumer, side.tx.clone());
+            let (_, acker) = side.pumps.add(consumer, side.tx.clone());
+            side.commits.add_channel(acker);
+            side.delivered.push(None);
             side.open += 1;
         }
         Ok(())
     }
 
     /// The next pack (one message), waiting for it. `None` once every consumer is closed.
-    /// Undecodable messages are logged and skipped; consumer errors are returned as items.
+    ///
+    /// With auto-commit (the default) it first commits what was handed over before. An
+    /// undecodable message is returned as an `Error::Decode` item naming its channel and id (and
+    /// counts as handed over); a permanent consumer failure is returned as an item and ends the
+    /// stream.
     pub async fn next_pack(&mut self) -> Option<Result<MsgPack>> {
+        let auto_commit = self.options.auto_commit;
         let side = self.consumers.as_mut()?;
-        while side.open > 0 {
+        if auto_commit {
+            if let Err(error) = side.commit_delivered().await {
+                return Some(Err(error));
+            }
+        }
+        while side.open > 0 && !side.failed {
             let delivered = side.rx.recv().await?;
             if !side.pumps.is_current(&delivered) {
                 continue;
             }
+            let channel = delivered.channel;
+            let handed = delivered.token.as_ref().map(|t| t.id.clone());
+            let per_message = handed.is_some();
+            if let Some(token) = delivered.token {
+                side.commits.received(channel, token, true);
+            }
+            if let (Some(id), Some(slot)) = (handed, side.delivered.get_mut(channel)) {
+                *slot = Some(id);
+            }
             match delivered.event {
                 Event::Msg(msg) => return Some(Ok(single_pack(msg))),
-                Event::Failed(error) => return Some(Err(error)),
+                Event::Failed(error) => {
+                    // A message that does not decode is one item; a failure with no message
+                    // behind it ended its channel for good.
+                    side.failed |= !per_message;
+                    return Some(Err(error));
+                }
                 Event::Closed => side.open -= 1,
             }
         }
         None
+    }
+
+    /// Commits (acks) every message up to and including each position (as carried by packs of
+    /// this stream), so a restart from the subscription resumes after them. For streams with
+    /// `auto_commit` off; harmless with it on. Positions of unknown channels are errors.
+    pub async fn commit(&mut self, positions: &[MsgPosition]) -> Result<()> {
+        let client = self.client.clone();
+        let Some(side) = self.consumers.as_mut() else {
+            return match positions.first() {
+                Some(p) => Err(Error::NotSubscribed {
+                    channel: p.channel_name.clone(),
+                }),
+                None => Ok(()),
+            };
+        };
+        let mut targets = Vec::with_capacity(positions.len());
+        for position in positions {
+            let index = side.pumps.index_of(&position.channel_name)?;
+            targets.push((index, resolve_position(client.as_ref(), position)?));
+        }
+        for (index, id) in targets {
+            side.commits.commit(index, &id).await?;
+            if let Some(slot) = side.delivered.get_mut(index) {
+                if slot.as_ref() == Some(&id) {
+                    *slot = None;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The stream as a `futures::Stream` of packs.
@@ -124,12 +212,31 @@ impl MsgStream {
                     .unwrap_or_default(),
             })?;
         let mut targets = Vec::with_capacity(positions.len());
-        for position in positions {
+        for (i, position) in positions.iter().enumerate() {
             let index = side.pumps.index_of(&position.channel_name)?;
+            if positions[..i]
+                .iter()
+                .any(|p| p.channel_name == position.channel_name)
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "two positions for channel {:?}",
+                    position.channel_name
+                )));
+            }
             targets.push((index, resolve_position(client.as_ref(), position)?));
         }
+        let named: Vec<(String, MessageId)> = positions
+            .iter()
+            .zip(&targets)
+            .map(|(p, (_, id))| (p.channel_name.clone(), id.clone()))
+            .collect();
+        precheck_targets(client.as_ref(), &named, inclusive).await?;
         for (index, id) in targets {
             side.pumps.seek(index, &id, inclusive).await?;
+            side.commits.reset(index);
+            if let Some(slot) = side.delivered.get_mut(index) {
+                *slot = None;
+            }
         }
         Ok(())
     }
@@ -150,6 +257,7 @@ impl MsgStream {
     /// diagnostics: readers keep no durable state.
     pub async fn as_reader(&mut self, channels: &[&str], subscription: &str) -> Result<()> {
         validate_channel_name("subscription", subscription)?;
+        check_distinct(channels, |c| self.readers.contains_key(c))?;
         for channel in channels {
             validate_channel_name("channel", channel)?;
             let options = ReaderOptions {
@@ -187,6 +295,7 @@ impl MsgStream {
             msg_id: msg.id.as_bytes().to_vec(),
             msg_group: subscription,
             timestamp: ts.end_ts(),
+            ..MsgPosition::default()
         });
         ts.properties = msg.properties;
         Ok(ts)
@@ -204,6 +313,12 @@ impl MsgStream {
             self.reader(&position.channel_name)?;
             targets.push(resolve_position(self.client.as_ref(), position)?);
         }
+        let named: Vec<(String, MessageId)> = positions
+            .iter()
+            .zip(&targets)
+            .map(|(p, id)| (p.channel_name.clone(), id.clone()))
+            .collect();
+        precheck_targets(self.client.as_ref(), &named, inclusive).await?;
         for (position, id) in positions.iter().zip(targets) {
             self.reader(&position.channel_name)?
                 .seek(&id, inclusive)
@@ -212,10 +327,17 @@ impl MsgStream {
         Ok(())
     }
 
-    /// Closes producers, consumers (acked positions stay) and readers.
+    /// Closes producers, consumers and readers. With auto-commit, what the application was
+    /// handed is committed first; acked positions stay.
     pub async fn close(&mut self) {
         self.producers.close().await;
+        let auto_commit = self.options.auto_commit;
         if let Some(side) = self.consumers.as_mut() {
+            if auto_commit {
+                if let Err(error) = side.commit_delivered().await {
+                    tracing::warn!(%error, "committing on close failed");
+                }
+            }
             side.pumps.close().await;
             side.open = 0;
         }

@@ -37,6 +37,7 @@ impl Producers {
 
     /// Adds producers for `channels` (retrying transient failures).
     pub(crate) async fn add(&mut self, channels: &[&str]) -> Result<()> {
+        super::check_distinct(channels, |c| self.channels.iter().any(|have| have == c))?;
         for channel in channels {
             validate_channel_name("channel", channel)?;
         }

@@ -13,11 +13,13 @@ use futures::Stream;
 use tokio::sync::mpsc;
 
 use super::aligner::{TimetickAligner, WatermarkHolder};
-use crate::mq::{Client, InitialPosition};
+use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition};
 use crate::stream::producers::{Produce, Producers};
 use crate::stream::pump::{Delivered, Event, Pumps};
-use crate::stream::{resolve_position, subscribe_all, StreamOptions};
+use crate::stream::{
+    check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, StreamOptions,
+};
 use crate::{Error, Result};
 
 /// Counters of a tt stream, for diagnostics and benchmarks.
@@ -32,6 +34,8 @@ pub struct TtStats {
     /// Highest number of messages held at once, aligner and per-channel queues together
     /// (queues sampled once per pack).
     pub peak_buffered: usize,
+    /// Messages received but not yet committed (the commit log's ack tokens: ids, no payloads).
+    pub uncommitted: usize,
     /// Late messages seen.
     pub late_messages: u64,
 }
@@ -43,6 +47,28 @@ struct TtSide {
     closed: bool,
     packs: u64,
     peak_buffered: usize,
+    commits: CommitLog,
+    /// End positions of the last pack handed to the application, not yet committed.
+    delivered: Option<Vec<MsgPosition>>,
+}
+
+impl TtSide {
+    /// Commits every channel up to `positions` (end positions, in channel order).
+    async fn commit_to(&mut self, positions: &[MsgPosition]) -> Result<()> {
+        for (index, position) in positions.iter().enumerate() {
+            let id = MessageId::from_backend_bytes(&position.msg_id);
+            self.commits.commit(index, &id).await?;
+        }
+        Ok(())
+    }
+
+    /// Commits the last pack handed over, if any.
+    async fn commit_delivered(&mut self) -> Result<()> {
+        match self.delivered.take() {
+            Some(positions) => self.commit_to(&positions).await,
+            None => Ok(()),
+        }
+    }
 }
 
 /// A timetick-aligned stream (Milvus's `MqTtMsgStream`), producing through [`Produce`] like
@@ -52,6 +78,16 @@ struct TtSide {
 /// timetick) rises: every message with `begin_ts < ts ≤ end_ts` from all channels, channels in
 /// subscription order, each in arrival order. Replaying from the end positions of pack *k* (with
 /// [`TtMsgStream::seek`] on a new stream) yields exactly packs *k+1, k+2, …* again.
+///
+/// **Delivery guarantee.** Messages are acked on the subscription only once the application
+/// has had their pack: when it asks for the next pack (auto-commit, the default), on
+/// [`TtMsgStream::close`], or through [`TtMsgStream::commit`] with a pack's end positions when
+/// `StreamOptions::auto_commit` is off. Each commit moves a channel to that pack's end position
+/// (the first message still held, or past the last tick read). So a consumer killed at any point
+/// and restarted from its subscription receives again every message of every pack it had not
+/// finished, and none of the packs before (at-least-once; a channel whose own messages are out of
+/// timestamp order can also repeat those of the last finished pack). Restarting from stored end
+/// positions with [`TtMsgStream::seek`] is exact.
 pub struct TtMsgStream {
     client: Arc<dyn Client>,
     options: StreamOptions,
@@ -85,6 +121,7 @@ impl TtMsgStream {
         if channels.is_empty() {
             return Err(Error::InvalidArgument("no channels to consume".into()));
         }
+        check_distinct(channels, |_| false)?;
         let consumers = subscribe_all(
             &self.client,
             &self.options,
@@ -95,10 +132,12 @@ impl TtMsgStream {
         .await?;
         let buffer = self.options.buffer.max(1);
         let mut pumps = Pumps::new(self.client.as_ref(), &self.options);
+        let mut commits = CommitLog::new(pumps.cumulative_acks());
         let mut receivers = Vec::with_capacity(channels.len());
         for consumer in consumers {
             let (tx, rx) = mpsc::channel(buffer);
-            pumps.add(consumer, tx);
+            let (_, acker) = pumps.add(consumer, tx);
+            commits.add_channel(acker);
             receivers.push(rx);
         }
         let names = channels.iter().map(|c| c.to_string()).collect();
@@ -109,15 +148,25 @@ impl TtMsgStream {
             closed: false,
             packs: 0,
             peak_buffered: 0,
+            commits,
+            delivered: None,
         });
         Ok(())
     }
 
     /// The next pack, waiting for the watermark to rise. `None` once the consumers are closed.
-    /// A late message (under the default policy) or a consumer error is returned as an `Err`
-    /// item; the stream goes on after it.
+    ///
+    /// With auto-commit (the default) it first commits the pack handed over before. A late
+    /// message (under the default policy) or an undecodable one is returned as an `Err` item and
+    /// the stream goes on; a permanent consumer failure is returned as an item and ends it.
     pub async fn next_pack(&mut self) -> Option<Result<MsgPack>> {
+        let auto_commit = self.options.auto_commit;
         let side = self.side.as_mut()?;
+        if auto_commit {
+            if let Err(error) = side.commit_delivered().await {
+                return Some(Err(error));
+            }
+        }
         loop {
             if side.closed {
                 return None;
@@ -139,12 +188,20 @@ impl TtMsgStream {
                         "tt pack"
                     );
                 }
+                side.delivered = Some(pack.end_positions.clone());
                 return Some(Ok(pack));
             }
             let channel = side.aligner.next_channel()?;
             let delivered = side.receivers.get_mut(channel)?.recv().await?;
             if !side.pumps.is_current(&delivered) {
                 continue;
+            }
+            if let Some(token) = delivered.token {
+                let passed = match &delivered.event {
+                    Event::Msg(msg) => msg.is_time_tick(),
+                    _ => true,
+                };
+                side.commits.received(channel, token, passed);
             }
             match delivered.event {
                 Event::Msg(msg) => {
@@ -165,9 +222,30 @@ impl TtMsgStream {
         })
     }
 
+    /// Commits (acks) each channel up to a pack's end positions, so a restart from the
+    /// subscription resumes there. For streams with `auto_commit` off; harmless with it on.
+    /// Every subscribed channel needs its position, as with [`TtMsgStream::seek`].
+    pub async fn commit(&mut self, positions: &[MsgPosition]) -> Result<()> {
+        let Some(side) = self.side.as_mut() else {
+            return match positions.first() {
+                Some(p) => Err(Error::NotSubscribed {
+                    channel: p.channel_name.clone(),
+                }),
+                None => Ok(()),
+            };
+        };
+        let ordered = order_positions(side, positions)?;
+        side.commit_to(&ordered).await?;
+        if side.delivered.as_deref() == Some(&ordered[..]) {
+            side.delivered = None;
+        }
+        Ok(())
+    }
+
     /// Resumes from stored positions (one per subscribed channel, any order): each channel is
     /// re-read inclusively from its `msg_id`, and messages at or below its `timestamp` are
-    /// dropped. Everything is checked before anything moves.
+    /// dropped. Everything is checked before anything moves, and a seek the backend refuses
+    /// (an id past the end, or below retention) leaves the stream as it was.
     pub async fn seek(&mut self, positions: &[MsgPosition]) -> Result<()> {
         let client = self.client.clone();
         let late_policy = self.options.late_policy;
@@ -177,25 +255,23 @@ impl TtMsgStream {
                 .map(|p| p.channel_name.clone())
                 .unwrap_or_default(),
         })?;
-        let mut by_channel: HashMap<&str, &MsgPosition> = HashMap::new();
-        for position in positions {
-            side.pumps.index_of(&position.channel_name)?;
-            by_channel.insert(position.channel_name.as_str(), position);
-        }
-        let names: Vec<String> = side.aligner.channel_names().map(str::to_string).collect();
-        let mut ordered = Vec::with_capacity(names.len());
-        let mut ids = Vec::with_capacity(names.len());
-        for name in &names {
-            let position = by_channel.get(name.as_str()).ok_or_else(|| {
-                Error::InvalidArgument(format!("no position given for channel {name:?}"))
-            })?;
+        let ordered = order_positions(side, positions)?;
+        let mut ids = Vec::with_capacity(ordered.len());
+        for position in &ordered {
             ids.push(resolve_position(client.as_ref(), position)?);
-            ordered.push((*position).clone());
         }
         let aligner = TimetickAligner::resume(&ordered, late_policy)?;
+        let named: Vec<(String, MessageId)> = ordered
+            .iter()
+            .zip(&ids)
+            .map(|(p, id)| (p.channel_name.clone(), id.clone()))
+            .collect();
+        precheck_targets(client.as_ref(), &named, true).await?;
         for (index, id) in ids.iter().enumerate() {
             side.pumps.seek(index, id, true).await?;
+            side.commits.reset(index);
         }
+        side.delivered = None;
         side.aligner = aligner;
         side.closed = false;
         Ok(())
@@ -224,18 +300,52 @@ impl TtMsgStream {
                 buffered: s.aligner.buffered(),
                 peak_buffered: s.peak_buffered.max(s.aligner.peak_buffered()),
                 late_messages: s.aligner.late_messages(),
+                uncommitted: s.commits.len(),
             })
             .unwrap_or_default()
     }
 
-    /// Closes producers and consumers (acked positions stay committed).
+    /// Closes producers and consumers. With auto-commit, the last pack handed over is
+    /// committed first; acked positions stay.
     pub async fn close(&mut self) {
         self.producers.close().await;
+        let auto_commit = self.options.auto_commit;
         if let Some(side) = self.side.as_mut() {
+            if auto_commit {
+                if let Err(error) = side.commit_delivered().await {
+                    tracing::warn!(%error, "committing on close failed");
+                }
+            }
             side.pumps.close().await;
             side.closed = true;
         }
     }
+}
+
+/// One position per subscribed channel, in subscription order; an unknown channel, a channel
+/// named twice, or a missing one is an error.
+fn order_positions(side: &TtSide, positions: &[MsgPosition]) -> Result<Vec<MsgPosition>> {
+    let mut by_channel: HashMap<&str, &MsgPosition> = HashMap::new();
+    for position in positions {
+        side.pumps.index_of(&position.channel_name)?;
+        if by_channel
+            .insert(position.channel_name.as_str(), position)
+            .is_some()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "two positions for channel {:?}",
+                position.channel_name
+            )));
+        }
+    }
+    side.aligner
+        .channel_names()
+        .map(|name| {
+            by_channel.get(name).map(|p| (*p).clone()).ok_or_else(|| {
+                Error::InvalidArgument(format!("no position given for channel {name:?}"))
+            })
+        })
+        .collect()
 }
 
 impl Produce for TtMsgStream {

@@ -7,7 +7,8 @@ use msgstream::mq::{
 };
 use msgstream::Result;
 
-use super::{engine_id, seek_position, RocksmqConsumer, RocksmqProducer, RocksmqReader};
+use super::lease::{check_free, Lease};
+use super::{checked_position, engine_id, RocksmqConsumer, RocksmqProducer, RocksmqReader};
 use crate::{Rocksmq, RocksmqOptions};
 
 /// The mq client over one embedded queue. Capabilities: everything, strictly ordered.
@@ -45,6 +46,7 @@ impl Client for RocksmqClient {
         validate_channel_name("topic", &options.topic)?;
         validate_channel_name("subscription", &options.subscription)?;
         self.engine.create_topic(&options.topic)?;
+        let lease = Lease::take(&self.engine, &options.topic, &options.subscription)?;
         self.engine.create_group_if_missing(
             &options.topic,
             &options.subscription,
@@ -57,14 +59,20 @@ impl Client for RocksmqClient {
             self.engine.clone(),
             subscription,
             options.buffer,
+            lease,
         )))
     }
 
     async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>> {
-        let from = seek_position(&options.start, options.inclusive)?;
         self.engine.create_topic(&options.topic)?;
+        let from = checked_position(
+            &self.engine,
+            &options.topic,
+            &options.start,
+            options.inclusive,
+        )?;
         let reader = self.engine.reader(&options.topic, from)?;
-        Ok(Box::new(RocksmqReader::new(reader)))
+        Ok(Box::new(RocksmqReader::new(self.engine.clone(), reader)))
     }
 
     fn earliest_message_id(&self) -> MessageId {
@@ -99,6 +107,27 @@ impl Client for RocksmqClient {
                 lag: Some(group.lag),
             })
             .collect())
+    }
+
+    async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {
+        validate_channel_name("topic", topic)?;
+        validate_channel_name("subscription", subscription)?;
+        check_free(&self.engine, topic, Some(subscription))?;
+        if !self.engine.topic_exists(topic)?
+            || !self.engine.consumer_group_exists(topic, subscription)?
+        {
+            return Ok(());
+        }
+        self.engine.destroy_consumer_group(topic, subscription)
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<()> {
+        validate_channel_name("topic", topic)?;
+        check_free(&self.engine, topic, None)?;
+        if !self.engine.topic_exists(topic)? {
+            return Ok(());
+        }
+        self.engine.destroy_topic(topic)
     }
 
     async fn close(&self) {
