@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use msgstream::mq::{
-    Capabilities, Client, Consumer, ConsumerOptions, MessageId, Ordering as Order, Producer,
-    Reader, ReaderOptions, SubscriptionInfo,
+    Capabilities, Client, Consumer, ConsumerOptions, MessageId, Producer, Reader, ReaderOptions,
+    SubscriptionInfo,
 };
 use msgstream::{Error, Result};
 use tokio::sync::watch;
 
+use super::lease::check_free;
 use super::{
     broker_name, channel_name, offset_of, RocketMqConsumer, RocketMqProducer, RocketMqReader,
 };
@@ -20,6 +21,9 @@ use crate::admin::Admin;
 use crate::namespace::Namespace;
 use crate::producer::Producer as RawProducer;
 use crate::{MessageQueue, RocketMqConfig, BACKEND};
+
+/// Longest consumer group name.
+const MAX_GROUP: usize = 255;
 
 /// Topics the brokers create for themselves, never channels.
 const SYSTEM_TOPICS: &[&str] = &[
@@ -38,9 +42,8 @@ pub(crate) struct Shared {
     pub admin: Admin,
     pub namespace: Namespace,
     pub producer: RawProducer,
-    /// (channel, subscription) pairs with a live consumer: subscriptions are exclusive per
-    /// client (RocketMQ itself would share the queue between them).
-    pub active: Mutex<HashSet<(String, String)>>,
+    /// (channel, subscription) pairs with a live consumer (see [`super::lease`]).
+    pub leases: Arc<Mutex<HashSet<(String, String)>>>,
     closed: AtomicBool,
     pub closing: watch::Sender<bool>,
 }
@@ -71,10 +74,32 @@ impl Shared {
             .ok_or_else(|| crate::Error::TopicNotFound(wrapped).into())
     }
 
-    /// The broker-side group of a subscription.
-    pub fn group(&self, subscription: &str) -> Result<String> {
-        broker_name("subscription", subscription)
-            .map(|name| format!("{}{name}", self.config.group_prefix))
+    /// The broker-side group of a subscription of the channel whose topic is `topic`:
+    /// `<prefix><topic>%<subscription>`. One group per (channel, subscription), so deleting a
+    /// subscription deletes nothing of another channel; `%` cannot occur in channel names, so
+    /// the name parses back unambiguously.
+    pub fn group(&self, topic: &str, subscription: &str) -> Result<String> {
+        let group = format!(
+            "{}{topic}%{}",
+            self.config.group_prefix,
+            broker_name("subscription", subscription)?
+        );
+        if self.namespace.wrap(&group).len() > MAX_GROUP {
+            return Err(Error::InvalidArgument(format!(
+                "consumer group {group:?} is longer than RocketMQ's {MAX_GROUP} bytes"
+            )));
+        }
+        Ok(group)
+    }
+
+    /// The subscription a broker-side group of `topic` stands for, if it is one of ours.
+    fn subscription_of(&self, topic: &str, group: &str) -> Option<String> {
+        self.namespace
+            .unwrap(group)?
+            .strip_prefix(self.config.group_prefix.as_str())?
+            .strip_prefix(topic)?
+            .strip_prefix('%')
+            .and_then(channel_name)
     }
 }
 
@@ -104,7 +129,7 @@ impl RocketMqClient {
                 admin,
                 namespace,
                 producer,
-                active: Mutex::default(),
+                leases: Arc::default(),
                 closed: AtomicBool::new(false),
                 closing: watch::channel(false).0,
             }),
@@ -114,24 +139,6 @@ impl RocketMqClient {
     /// The administrative client underneath (offsets, groups, topics).
     pub fn admin(&self) -> &Admin {
         &self.shared.admin
-    }
-
-    /// Deletes a subscription: its consumer group and committed offsets. Idempotent.
-    pub async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {
-        self.shared.check_open()?;
-        broker_name("topic", topic)?;
-        let group = self
-            .shared
-            .namespace
-            .wrap(&self.shared.group(subscription)?);
-        Ok(self.shared.admin.delete_group(&group).await?)
-    }
-
-    /// Deletes a channel's topic on every broker and name server. Idempotent.
-    pub async fn delete_topic(&self, topic: &str) -> Result<()> {
-        self.shared.check_open()?;
-        let wrapped = self.shared.namespace.wrap(&broker_name("topic", topic)?);
-        Ok(self.shared.admin.delete_topic(&wrapped).await?)
     }
 }
 
@@ -177,10 +184,38 @@ impl Client for RocketMqClient {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            ordering: Order::Strict,
-            ..Capabilities::ALL
+        Capabilities::ALL
+    }
+
+    async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {
+        self.shared.check_open()?;
+        let group = self
+            .shared
+            .group(&broker_name("topic", topic)?, subscription)?;
+        check_free(&self.shared.leases, topic, Some(subscription))?;
+        Ok(self
+            .shared
+            .admin
+            .delete_group(&self.shared.namespace.wrap(&group))
+            .await?)
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<()> {
+        self.shared.check_open()?;
+        let name = broker_name("topic", topic)?;
+        check_free(&self.shared.leases, topic, None)?;
+        let wrapped = self.shared.namespace.wrap(&name);
+        let groups = match self.shared.admin.groups_of_topic(&wrapped).await {
+            Ok(groups) => groups,
+            Err(crate::Error::TopicNotFound(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        for group in groups {
+            if self.shared.subscription_of(&name, &group).is_some() {
+                self.shared.admin.delete_group(&group).await?;
+            }
         }
+        Ok(self.shared.admin.delete_topic(&wrapped).await?)
     }
 
     async fn list_topics(&self) -> Result<Vec<String>> {
@@ -204,7 +239,8 @@ impl Client for RocketMqClient {
 
     async fn list_subscriptions(&self, topic: &str) -> Result<Vec<SubscriptionInfo>> {
         self.shared.check_open()?;
-        let wrapped = self.shared.namespace.wrap(&broker_name("topic", topic)?);
+        let name = broker_name("topic", topic)?;
+        let wrapped = self.shared.namespace.wrap(&name);
         let groups = match self.shared.admin.groups_of_topic(&wrapped).await {
             Ok(groups) => groups,
             Err(crate::Error::TopicNotFound(_)) => return Ok(Vec::new()),
@@ -213,13 +249,7 @@ impl Client for RocketMqClient {
         let route = self.shared.admin.namesrv.route(&wrapped).await?;
         let mut out = Vec::new();
         for group in groups {
-            let Some(name) = self
-                .shared
-                .namespace
-                .unwrap(&group)
-                .and_then(|g| g.strip_prefix(self.shared.config.group_prefix.as_str()))
-                .and_then(channel_name)
-            else {
+            let Some(sub) = self.shared.subscription_of(&name, &group) else {
                 continue;
             };
             let mut lag = Some(0u64);
@@ -230,7 +260,7 @@ impl Client for RocketMqClient {
                     .zip(committed)
                     .map(|(l, c)| l + u64::try_from(max - c).unwrap_or(0));
             }
-            out.push(SubscriptionInfo { name, lag });
+            out.push(SubscriptionInfo { name: sub, lag });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
@@ -240,26 +270,5 @@ impl Client for RocketMqClient {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.closing.send_replace(true);
         self.shared.admin.remoting.close();
-    }
-}
-
-impl Shared {
-    /// Claims `(channel, subscription)` for one consumer.
-    pub fn claim(&self, channel: &str, subscription: &str) -> Result<()> {
-        let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
-        if !active.insert((channel.to_owned(), subscription.to_owned())) {
-            return Err(Error::InvalidArgument(format!(
-                "subscription {subscription:?} of channel {channel:?} already has a live consumer on this client"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Releases a claim made by [`Shared::claim`].
-    pub fn release(&self, channel: &str, subscription: &str) {
-        self.active
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(channel.to_owned(), subscription.to_owned()));
     }
 }

@@ -1,16 +1,19 @@
 //! [`RocketMqConsumer`]: one subscription (consumer group) on one channel's queue.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use msgstream::mq::{Consumer, ConsumerOptions, Delivery, InitialPosition, Message, MessageId};
+use msgstream::mq::{
+    Acker, Consumer, ConsumerOptions, Delivery, InitialPosition, Message, MessageId,
+};
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{broker_name, id_of, offset_of, to_message};
+use super::lease::Lease;
+use super::{broker_name, checked_offset, id_of, offset_of, to_message};
 use crate::consumer::{ConsumeFrom, ConsumerOptions as LiteOptions, LitePullConsumer};
 use crate::MessageQueue;
 
@@ -19,45 +22,61 @@ static EPOCHS: AtomicU64 = AtomicU64::new(1);
 
 /// A consumer of one subscription. It is assigned the channel's only queue; acks move the
 /// group's offset cumulatively, persisted on an interval, on close and by [`Self::flush`].
-///
-/// Subscriptions are exclusive per client: a second live consumer of the same subscription
-/// through the same client is refused. RocketMQ cannot enforce this across processes (two
-/// processes would both fetch the queue).
+/// It holds the subscription's lease (see [`super::lease`]) until closed or dropped.
 pub struct RocketMqConsumer {
     shared: Arc<Shared>,
-    channel: String,
     subscription: String,
-    topic: Arc<str>,
-    lite: LitePullConsumer,
-    queue: MessageQueue,
+    acks: Arc<Acks>,
     buffer: VecDeque<Message>,
-    epoch: u64,
+    lease: Lease,
+}
+
+/// What acking needs, shared by a consumer and its [`Acker`] handles.
+struct Acks {
+    channel: Arc<str>,
+    queue: MessageQueue,
+    lite: LitePullConsumer,
+    epoch: AtomicU64,
+    /// The next offset to consume as acked so far (acks are cumulative: it never moves back,
+    /// except by a seek).
     acked: AtomicI64,
-    closed: bool,
+    closed: AtomicBool,
+}
+
+#[async_trait]
+impl Acker for Acks {
+    async fn ack(&self, message: &Message) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("rocketmq consumer"));
+        }
+        if *message.topic != *self.channel {
+            return Err(Error::InvalidArgument(format!(
+                "message of channel {:?} acked on a consumer of {:?}",
+                message.topic, self.channel
+            )));
+        }
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if message.delivery.epoch != epoch {
+            return Err(Error::StaleDelivery(format!(
+                "message {:?} was delivered in epoch {}, the consumer is at epoch {epoch} (it seeked or was re-created since)",
+                message.id, message.delivery.epoch
+            )));
+        }
+        let next = offset_of(&message.id)? + 1;
+        if self.acked.fetch_max(next, Ordering::AcqRel) < next {
+            self.lite.update_offset(&self.queue, next)?;
+        }
+        Ok(())
+    }
 }
 
 impl RocketMqConsumer {
     pub(crate) async fn open(shared: Arc<Shared>, options: ConsumerOptions) -> Result<Self> {
         let topic = broker_name("topic", &options.topic)?;
-        let group = shared.group(&options.subscription)?;
-        shared.claim(&options.topic, &options.subscription)?;
-        match Self::start(shared.clone(), &options, &topic, &group).await {
-            Ok(consumer) => Ok(consumer),
-            Err(e) => {
-                shared.release(&options.topic, &options.subscription);
-                Err(e)
-            }
-        }
-    }
-
-    async fn start(
-        shared: Arc<Shared>,
-        options: &ConsumerOptions,
-        topic: &str,
-        group: &str,
-    ) -> Result<Self> {
-        let queue = shared.ensure_topic(topic).await?;
-        let wrapped_group = shared.namespace.wrap(group);
+        let group = shared.group(&topic, &options.subscription)?;
+        let lease = Lease::take(&shared.leases, &options.topic, &options.subscription)?;
+        let queue = shared.ensure_topic(&topic).await?;
+        let wrapped_group = shared.namespace.wrap(&group);
         let admin = &shared.admin;
         // A new subscription starts where the options say, fixed now: its start is committed
         // at once, so a Latest subscription sees exactly the messages produced from here on.
@@ -88,21 +107,27 @@ impl RocketMqConsumer {
         lite.assign(vec![queue.clone()])?;
         lite.start().await?;
         Ok(RocketMqConsumer {
-            channel: options.topic.clone(),
             subscription: options.subscription.clone(),
-            topic: Arc::from(options.topic.as_str()),
+            acks: Arc::new(Acks {
+                channel: Arc::from(options.topic.as_str()),
+                queue,
+                lite,
+                epoch: AtomicU64::new(EPOCHS.fetch_add(1, Ordering::Relaxed)),
+                acked: AtomicI64::new(acked),
+                closed: AtomicBool::new(false),
+            }),
             shared,
-            lite,
-            queue,
             buffer: VecDeque::new(),
-            epoch: EPOCHS.fetch_add(1, Ordering::Relaxed),
-            acked: AtomicI64::new(acked),
-            closed: false,
+            lease,
         })
     }
 
+    fn closed(&self) -> bool {
+        self.acks.closed.load(Ordering::Acquire)
+    }
+
     fn check_open(&self) -> Result<()> {
-        if self.closed {
+        if self.closed() {
             return Err(Error::Closed("rocketmq consumer"));
         }
         self.shared.check_open()
@@ -111,26 +136,14 @@ impl RocketMqConsumer {
     /// Persists the acked position now.
     pub async fn flush(&self) -> Result<()> {
         self.check_open()?;
-        Ok(self.lite.persist_offset().await?)
-    }
-
-    async fn shut(&mut self) {
-        if self.closed {
-            return;
-        }
-        self.closed = true;
-        self.buffer.clear();
-        if let Err(e) = self.lite.shutdown().await {
-            tracing::warn!(error = %e, "persisting the rocketmq offset at close failed");
-        }
-        self.shared.release(&self.channel, &self.subscription);
+        Ok(self.acks.lite.persist_offset().await?)
     }
 }
 
 #[async_trait]
 impl Consumer for RocketMqConsumer {
     fn topic(&self) -> &str {
-        &self.channel
+        &self.acks.channel
     }
 
     fn subscription(&self) -> &str {
@@ -145,7 +158,7 @@ impl Consumer for RocketMqConsumer {
         let max = max.max(1);
         let mut closing = self.shared.closing.subscribe();
         loop {
-            if self.closed || *closing.borrow_and_update() {
+            if self.closed() || *closing.borrow_and_update() {
                 return Ok(Vec::new());
             }
             if !self.buffer.is_empty() {
@@ -153,19 +166,21 @@ impl Consumer for RocketMqConsumer {
                 return Ok(self.buffer.drain(..n).collect());
             }
             let polled = tokio::select! {
-                polled = self.lite.poll(Duration::from_secs(3600)) => polled,
+                polled = self.acks.lite.poll(Duration::from_secs(3600)) => polled,
                 _ = closing.changed() => return Ok(Vec::new()),
             };
             match polled {
                 Ok(Some(request)) => {
-                    let delivery = Delivery { epoch: self.epoch };
-                    let topic = &self.topic;
+                    let delivery = Delivery {
+                        epoch: self.acks.epoch.load(Ordering::Acquire),
+                    };
+                    let channel = &self.acks.channel;
                     self.buffer.extend(
                         request
                             .messages
                             .iter()
                             .cloned()
-                            .map(|m| to_message(topic, m, delivery)),
+                            .map(|m| to_message(channel, m, delivery)),
                     );
                 }
                 Ok(None) => {}
@@ -176,52 +191,48 @@ impl Consumer for RocketMqConsumer {
     }
 
     async fn ack(&self, message: &Message) -> Result<()> {
-        self.check_open()?;
-        if *message.topic != *self.channel {
-            return Err(Error::InvalidArgument(format!(
-                "message of channel {:?} acked on a consumer of {:?}",
-                message.topic, self.channel
-            )));
-        }
-        if message.delivery.epoch != self.epoch {
-            return Err(Error::StaleDelivery(format!(
-                "message {:?} was delivered in epoch {}, the consumer is at epoch {} (it seeked or was re-created since)",
-                message.id, message.delivery.epoch, self.epoch
-            )));
-        }
-        let next = offset_of(&message.id)? + 1;
-        if self.acked.fetch_max(next, Ordering::AcqRel) < next {
-            self.lite.update_offset(&self.queue, next)?;
-        }
-        Ok(())
+        self.shared.check_open()?;
+        self.acks.ack(message).await
+    }
+
+    fn acker(&self) -> Arc<dyn Acker> {
+        self.acks.clone()
     }
 
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         self.check_open()?;
-        let offset = offset_of(id)? + i64::from(!inclusive);
-        self.lite.seek(&self.queue, offset).await?;
-        self.lite.persist_offset().await?;
-        self.acked.store(offset, Ordering::Release);
+        let offset = checked_offset(
+            &self.shared.admin,
+            &self.acks.channel,
+            &self.acks.queue,
+            id,
+            inclusive,
+        )
+        .await?;
+        self.acks.lite.seek(&self.acks.queue, offset).await?;
+        self.acks.lite.persist_offset().await?;
+        self.acks.acked.store(offset, Ordering::Release);
         self.buffer.clear();
-        self.epoch = EPOCHS.fetch_add(1, Ordering::Relaxed);
+        self.acks
+            .epoch
+            .store(EPOCHS.fetch_add(1, Ordering::Relaxed), Ordering::Release);
         Ok(())
     }
 
     async fn latest_message_id(&self) -> Result<Option<MessageId>> {
         self.check_open()?;
-        let max = self.shared.admin.max_offset(&self.queue).await?;
+        let max = self.shared.admin.max_offset(&self.acks.queue).await?;
         Ok((max > 0).then(|| id_of(max - 1)))
     }
 
     async fn close(&mut self) {
-        self.shut().await;
-    }
-}
-
-impl Drop for RocketMqConsumer {
-    fn drop(&mut self) {
-        if !self.closed {
-            self.shared.release(&self.channel, &self.subscription);
+        if self.acks.closed.swap(true, Ordering::AcqRel) {
+            return;
         }
+        self.buffer.clear();
+        if let Err(e) = self.acks.lite.shutdown().await {
+            tracing::warn!(error = %e, "persisting the rocketmq offset at close failed");
+        }
+        self.lease.release();
     }
 }

@@ -3,6 +3,7 @@
 
 mod client;
 mod consumer;
+mod lease;
 mod producer;
 mod reader;
 
@@ -49,6 +50,40 @@ pub(crate) fn offset_of(id: &MessageId) -> Result<i64> {
                 "a rocketmq message id is an 8-byte queue offset, got {id:?}"
             ))
         })
+}
+
+/// The offset a seek or reader start at `id` moves to, refused outside what the queue holds:
+/// past the end is `PastEnd` (right after the newest is the end, and allowed), below the
+/// oldest still stored is `BelowRetention`.
+pub(crate) async fn checked_offset(
+    admin: &crate::Admin,
+    channel: &str,
+    queue: &crate::MessageQueue,
+    id: &MessageId,
+    inclusive: bool,
+) -> Result<i64> {
+    let offset = offset_of(id)? + i64::from(!inclusive);
+    let max = admin.max_offset(queue).await?;
+    if offset > max {
+        return Err(Error::PastEnd {
+            channel: channel.to_owned(),
+            id: id.clone(),
+            latest: (max > 0).then(|| id_of(max - 1)),
+        });
+    }
+    let min = admin.min_offset(queue).await?;
+    // The earliest id (offset 0, inclusive) means "from the oldest message still held".
+    if offset == 0 && inclusive {
+        return Ok(min);
+    }
+    if offset < min {
+        return Err(Error::BelowRetention {
+            channel: channel.to_owned(),
+            id: id.clone(),
+            oldest: (min < max).then(|| id_of(min)),
+        });
+    }
+    Ok(offset)
 }
 
 /// The id of the message at `offset`.

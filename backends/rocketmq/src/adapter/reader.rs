@@ -9,7 +9,7 @@ use msgstream::mq::{Delivery, Message, MessageId, Reader, ReaderOptions};
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{broker_name, offset_of, to_message};
+use super::{broker_name, checked_offset, to_message};
 use crate::consumer::{pull, PullRequest};
 use crate::MessageQueue;
 
@@ -31,8 +31,15 @@ pub struct RocketMqReader {
 impl RocketMqReader {
     pub(crate) async fn open(shared: Arc<Shared>, options: ReaderOptions) -> Result<Self> {
         let topic = broker_name("topic", &options.topic)?;
-        let offset = offset_of(&options.start)? + i64::from(!options.inclusive);
         let queue = shared.ensure_topic(&topic).await?;
+        let offset = checked_offset(
+            &shared.admin,
+            &options.topic,
+            &queue,
+            &options.start,
+            options.inclusive,
+        )
+        .await?;
         let group = shared
             .namespace
             .wrap(&format!("{}msgstream-reader", shared.config.group_prefix));
@@ -106,7 +113,14 @@ impl Reader for RocketMqReader {
 
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         self.check_open()?;
-        self.offset = offset_of(id)? + i64::from(!inclusive);
+        self.offset = checked_offset(
+            &self.shared.admin,
+            &self.channel,
+            &self.queue,
+            id,
+            inclusive,
+        )
+        .await?;
         self.buffer.clear();
         Ok(())
     }
