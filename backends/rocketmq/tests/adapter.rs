@@ -1,25 +1,16 @@
-//! The mq adapter against a real name server and broker: the core contract checks, then what
-//! is specific to RocketMQ (ids, listings with lag, exclusivity, namespaces, deletion).
+//! The mq adapter against a real name server and broker: what is specific to RocketMQ (ids,
+//! batches, listings with lag, resuming in another client, namespaces).
 
 mod support;
 
-use std::sync::Arc;
-
 use msgstream::mq::{Client, ConsumerOptions, InitialPosition, MessageId, ProducerMessage};
-use msgstream::testkit::{within, Harness};
+use msgstream::testkit::within;
 use msgstream::Error;
 use msgstream_rocketmq::{RocketMqClient, RocketMqConfig};
 
 async fn connect(config: RocketMqConfig) -> RocketMqClient {
     RocketMqClient::connect(config).await.expect("connect")
 }
-
-async fn harness() -> Harness {
-    let client = connect(support::shared().config()).await;
-    Harness::new(Arc::new(client), ())
-}
-
-msgstream::contract_tests!(harness);
 
 async fn produce(client: &RocketMqClient, topic: &str, n: usize) -> Vec<MessageId> {
     let producer = client.create_producer(topic).await.expect("producer");
