@@ -41,10 +41,8 @@ pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
     let expression = selector.expression();
     let mut backoff = MIN_BACKOFF;
     loop {
-        while *task.paused.borrow_and_update() {
-            if task.paused.changed().await.is_err() {
-                return;
-            }
+        if !wait_unpaused(&mut task.paused).await {
+            return;
         }
         let Ok(permit) = permits.clone().acquire_owned().await else {
             return;
@@ -67,7 +65,8 @@ pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
                     .filter(|m| selector.matches(m.tag()))
                     .map(|m| inner.to_application(m))
                     .collect();
-                if messages.is_empty() {
+                // A pull in flight when the queue was paused holds its batch until resumed.
+                if messages.is_empty() || !wait_unpaused(&mut task.paused).await {
                     continue;
                 }
                 let request = ConsumeRequest {
@@ -91,4 +90,14 @@ pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
             }
         }
     }
+}
+
+/// Waits while the queue is paused; false if the consumer is gone.
+async fn wait_unpaused(paused: &mut watch::Receiver<bool>) -> bool {
+    while *paused.borrow_and_update() {
+        if paused.changed().await.is_err() {
+            return false;
+        }
+    }
+    true
 }
