@@ -137,6 +137,18 @@ impl Admin {
         self.namesrv.delete_topic(topic).await
     }
 
+    /// Creates consumer group `group` on every master (with broker defaults), so offsets can be
+    /// committed for it before it ever pulled. Idempotent.
+    pub async fn create_group(&self, group: &str) -> Result<()> {
+        let body = serde_json::json!({ "groupName": group }).to_string();
+        for addr in self.namesrv.masters().await?.values() {
+            let command =
+                Command::request(codes::CREATE_SUBSCRIPTION_GROUP, []).with_body(body.clone());
+            self.remoting.call(addr, command, self.timeout).await?;
+        }
+        Ok(())
+    }
+
     /// Deletes consumer group `group` and its offsets on every master. Idempotent.
     pub async fn delete_group(&self, group: &str) -> Result<()> {
         for addr in self.namesrv.masters().await?.values() {

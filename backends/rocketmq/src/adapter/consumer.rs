@@ -87,6 +87,7 @@ impl RocketMqConsumer {
                     InitialPosition::Earliest => admin.min_offset(&queue).await?,
                     InitialPosition::Latest => admin.max_offset(&queue).await?,
                 };
+                admin.create_group(&wrapped_group).await?;
                 admin
                     .update_consumer_offset(&wrapped_group, &queue, start)
                     .await?;
