@@ -1,6 +1,6 @@
 //! [`RocketMqClient`]: the `msgstream::mq::Client` of a RocketMQ cluster.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -46,6 +46,10 @@ pub(crate) struct Shared {
     pub leases: Arc<Mutex<HashSet<(String, String)>>>,
     closed: AtomicBool,
     pub closing: watch::Sender<bool>,
+    /// Per broker-side topic, the offset after the newest message this client's producers
+    /// had acknowledged. The broker indexes a stored message into its queue asynchronously,
+    /// so right after a send its max offset can lag behind what was acknowledged.
+    produced: Mutex<HashMap<String, i64>>,
 }
 
 impl Shared {
@@ -72,6 +76,26 @@ impl Shared {
             .first()
             .cloned()
             .ok_or_else(|| crate::Error::TopicNotFound(wrapped).into())
+    }
+
+    /// Records that the message at `offset` of `queue` was acknowledged to a producer.
+    pub fn produced(&self, queue: &MessageQueue, offset: i64) {
+        let mut produced = self.produced.lock().unwrap_or_else(|p| p.into_inner());
+        let next = produced.entry(queue.topic.clone()).or_default();
+        *next = (*next).max(offset + 1);
+    }
+
+    /// The offset after the newest message of `queue`: the broker's max offset, or further
+    /// where this client's producers were acknowledged more.
+    pub async fn max_offset(&self, queue: &MessageQueue) -> Result<i64> {
+        let broker = self.admin.max_offset(queue).await?;
+        let produced = self
+            .produced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&queue.topic)
+            .copied();
+        Ok(broker.max(produced.unwrap_or(0)))
     }
 
     /// The broker-side group of a subscription of the channel whose topic is `topic`:
@@ -132,6 +156,7 @@ impl RocketMqClient {
                 leases: Arc::default(),
                 closed: AtomicBool::new(false),
                 closing: watch::channel(false).0,
+                produced: Mutex::default(),
             }),
         })
     }

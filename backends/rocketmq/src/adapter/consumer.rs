@@ -203,14 +203,14 @@ impl Consumer for RocketMqConsumer {
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         self.check_open()?;
         let offset = checked_offset(
-            &self.shared.admin,
+            &self.shared,
             &self.acks.channel,
             &self.acks.queue,
             id,
             inclusive,
         )
         .await?;
-        self.acks.lite.seek(&self.acks.queue, offset).await?;
+        self.acks.lite.reposition(&self.acks.queue, offset)?;
         self.acks.lite.persist_offset().await?;
         self.acks.acked.store(offset, Ordering::Release);
         self.buffer.clear();
@@ -222,7 +222,7 @@ impl Consumer for RocketMqConsumer {
 
     async fn latest_message_id(&self) -> Result<Option<MessageId>> {
         self.check_open()?;
-        let max = self.shared.admin.max_offset(&self.acks.queue).await?;
+        let max = self.shared.max_offset(&self.acks.queue).await?;
         Ok((max > 0).then(|| id_of(max - 1)))
     }
 

@@ -56,14 +56,14 @@ pub(crate) fn offset_of(id: &MessageId) -> Result<i64> {
 /// past the end is `PastEnd` (right after the newest is the end, and allowed), below the
 /// oldest still stored is `BelowRetention`.
 pub(crate) async fn checked_offset(
-    admin: &crate::Admin,
+    shared: &client::Shared,
     channel: &str,
     queue: &crate::MessageQueue,
     id: &MessageId,
     inclusive: bool,
 ) -> Result<i64> {
     let offset = offset_of(id)? + i64::from(!inclusive);
-    let max = admin.max_offset(queue).await?;
+    let max = shared.max_offset(queue).await?;
     if offset > max {
         return Err(Error::PastEnd {
             channel: channel.to_owned(),
@@ -71,7 +71,7 @@ pub(crate) async fn checked_offset(
             latest: (max > 0).then(|| id_of(max - 1)),
         });
     }
-    let min = admin.min_offset(queue).await?;
+    let min = shared.admin.min_offset(queue).await?;
     // The earliest id (offset 0, inclusive) means "from the oldest message still held".
     if offset == 0 && inclusive {
         return Ok(min);

@@ -57,6 +57,7 @@ impl Producer for RocketMqProducer {
             .producer
             .send(&self.outgoing(message), &QueueSelector::RoundRobin)
             .await?;
+        self.shared.produced(&sent.queue, sent.queue_offset);
         Ok(id_of(sent.queue_offset))
     }
 
@@ -68,6 +69,9 @@ impl Producer for RocketMqProducer {
             .producer
             .send_batch(&batch, &QueueSelector::RoundRobin)
             .await?;
+        if let Some(last) = sent.last() {
+            self.shared.produced(&last.queue, last.queue_offset);
+        }
         Ok(sent.iter().map(|s| id_of(s.queue_offset)).collect())
     }
 

@@ -33,7 +33,7 @@ impl RocketMqReader {
         let topic = broker_name("topic", &options.topic)?;
         let queue = shared.ensure_topic(&topic).await?;
         let offset = checked_offset(
-            &shared.admin,
+            &shared,
             &options.topic,
             &queue,
             &options.start,
@@ -74,6 +74,12 @@ impl RocketMqReader {
             suspend: if wait { LONG_POLL } else { Duration::ZERO },
         };
         let outcome = pull(&self.shared.admin, &request).await?;
+        if outcome.offset_moved && outcome.next_offset < self.offset {
+            // The broker has not indexed the newest acknowledged messages yet; moving back
+            // would return messages before the cursor.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            return Ok(());
+        }
         // Only after a completed pull does the cursor move: a cancelled `next` loses nothing.
         self.offset = outcome.next_offset;
         let topic = &self.topic;
@@ -113,14 +119,8 @@ impl Reader for RocketMqReader {
 
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         self.check_open()?;
-        self.offset = checked_offset(
-            &self.shared.admin,
-            &self.channel,
-            &self.queue,
-            id,
-            inclusive,
-        )
-        .await?;
+        self.offset =
+            checked_offset(&self.shared, &self.channel, &self.queue, id, inclusive).await?;
         self.buffer.clear();
         Ok(())
     }

@@ -56,6 +56,13 @@ pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
             suspend: inner.options.long_poll,
         };
         match pull(&inner.admin, &request).await {
+            Ok(outcome) if outcome.offset_moved && outcome.next_offset < task.offset => {
+                // The queue ends before our offset: the broker has not indexed the newest
+                // messages yet (a seek to a just-acknowledged id). Going back would deliver
+                // messages before the seek point, so wait for the index to catch up.
+                drop(permit);
+                tokio::time::sleep(MIN_BACKOFF).await;
+            }
             Ok(outcome) => {
                 backoff = MIN_BACKOFF;
                 task.offset = outcome.next_offset;

@@ -310,12 +310,7 @@ impl LitePullConsumer {
     /// Moves `mq` (which must be assigned) to `offset` within `[min, max]`; buffered messages
     /// of the queue are dropped and fetching restarts there.
     pub async fn seek(&self, mq: &MessageQueue, offset: i64) -> Result<()> {
-        self.check_open()?;
-        if !self.inner.state().queues.contains_key(mq) {
-            return Err(Error::IllegalState(format!(
-                "queue {mq} is not assigned to this consumer (in subscribe mode it may be rebalancing)"
-            )));
-        }
+        self.check_assigned(mq)?;
         let (min, max) = (
             self.inner.admin.min_offset(mq).await?,
             self.inner.admin.max_offset(mq).await?,
@@ -325,6 +320,23 @@ impl LitePullConsumer {
                 "offset {offset} of {mq} is outside [{min}, {max}]"
             )));
         }
+        self.reposition(mq, offset)
+    }
+
+    fn check_assigned(&self, mq: &MessageQueue) -> Result<()> {
+        self.check_open()?;
+        if !self.inner.state().queues.contains_key(mq) {
+            return Err(Error::IllegalState(format!(
+                "queue {mq} is not assigned to this consumer (in subscribe mode it may be rebalancing)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `seek` without the range check, for callers that checked against what they know
+    /// better than the broker's (possibly lagging) max offset.
+    pub(crate) fn reposition(&self, mq: &MessageQueue, offset: i64) -> Result<()> {
+        self.check_assigned(mq)?;
         self.inner.offsets.set(mq, offset, true);
         self.inner.spawn_fetch(mq, offset);
         Ok(())

@@ -64,10 +64,27 @@ impl Drop for Server {
 pub struct Cluster {
     pub namesrv: String,
     pub broker: String,
-    run: Option<tempfile::TempDir>,
+    run: Option<PathBuf>,
     bin: PathBuf,
     namesrv_proc: Option<Server>,
     broker_proc: Option<Server>,
+    /// Deletes the run directory once every process using it is gone (statics are never
+    /// dropped, so this cannot be a destructor).
+    _cleanup: Option<(Child, ChildStdin)>,
+}
+
+/// Starts the guard that removes `run` after our end of its stdin closes and no process
+/// names the directory in its command line any more.
+fn cleanup_guard(run: &Path) -> (Child, ChildStdin) {
+    let mut guard = Command::new("sh")
+        .arg("-c")
+        .arg("read _; while pgrep -f -- \"$0/\" >/dev/null; do sleep 0.05; done; rm -rf -- \"$0\"")
+        .arg(run)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("cleanup guard");
+    let stdin = guard.stdin.take().expect("piped stdin");
+    (guard, stdin)
 }
 
 fn bin_dir() -> PathBuf {
@@ -127,8 +144,10 @@ impl Cluster {
         let run = tempfile::Builder::new()
             .prefix("rocketmq-test")
             .tempdir()
-            .expect("tempdir");
-        let r = run.path();
+            .expect("tempdir")
+            .keep();
+        let cleanup = cleanup_guard(&run);
+        let r = run.as_path();
         for d in ["home", "namesrv", "store"] {
             std::fs::create_dir_all(r.join(d)).unwrap();
         }
@@ -177,6 +196,7 @@ impl Cluster {
             bin,
             namesrv_proc: Some(namesrv_proc),
             broker_proc: None,
+            _cleanup: Some(cleanup),
         };
         cluster.start_broker();
         cluster
@@ -184,7 +204,7 @@ impl Cluster {
 
     /// Starts (or restarts, on the same store) the broker and waits until it is registered.
     pub fn start_broker(&mut self) {
-        let run = self.run.as_ref().expect("own cluster").path().to_owned();
+        let run = self.run.clone().expect("own cluster");
         let args = vec![
             "-c".to_owned(),
             run.join("broker.toml").display().to_string(),
@@ -263,6 +283,7 @@ pub fn shared() -> &'static Cluster {
                 bin: PathBuf::new(),
                 namesrv_proc: None,
                 broker_proc: None,
+                _cleanup: None,
             }
         }
         Err(_) => Cluster::start(),
