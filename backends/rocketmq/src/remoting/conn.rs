@@ -243,3 +243,7 @@ impl ReadLoop {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;
