@@ -183,6 +183,8 @@ async fn assign_pull_from_seek_and_timestamps() {
         &QueueSelector::Queue(q0.clone()),
     )
     .await;
+    // Store timestamps are milliseconds: keep them apart from the search point on both sides.
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let middle = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("now")
@@ -264,33 +266,48 @@ async fn assign_pull_from_seek_and_timestamps() {
     c.shutdown().await.expect("shutdown");
 }
 
+/// A joining consumer is noticed through the brokers' NOTIFY_CONSUMER_IDS_CHANGED alone (the
+/// periodic rebalance is far beyond the test's duration). rocketmq-rust 1.0.0 sends no
+/// notification when a consumer unregisters, so a leaving one is noticed by the periodic
+/// rebalance, which the test triggers instead of waiting for its interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_consumers_split_queues_and_rebalance() {
+async fn two_consumers_split_queues_and_rebalance_on_notification() {
     let admin = admin();
     let t = topic(&admin, "split", 4).await;
     let group = support::unique("gg");
-    let a = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("a");
-    let b = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("b");
-    for c in [&a, &b] {
-        c.subscribe(&t, Selector::All).expect("subscribe");
-        c.start().await.expect("start");
-    }
+    let notified_only = ConsumerOptions {
+        rebalance_interval: Duration::from_secs(3600),
+        heartbeat_interval: Duration::from_secs(3600),
+        ..options(&group)
+    };
+    let a = LitePullConsumer::new(&admin, Namespace::default(), notified_only.clone()).expect("a");
+    let b = LitePullConsumer::new(&admin, Namespace::default(), notified_only).expect("b");
+    a.subscribe(&t, Selector::All).expect("subscribe");
+    a.start().await.expect("start a");
     let split = |c: &LitePullConsumer| c.assignment().iter().filter(|q| q.topic == t).count();
+    assert_eq!(split(&a), 4, "alone, a holds every queue");
+    b.subscribe(&t, Selector::All).expect("subscribe");
+    b.start().await.expect("start b");
     within("an even split", async {
-        loop {
-            a.request_rebalance();
-            b.request_rebalance();
-            if split(&a) == 2 && split(&b) == 2 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        while split(&a) != 2 || split(&b) != 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await;
+    let mut all: Vec<MessageQueue> = a
+        .assignment()
+        .into_iter()
+        .chain(b.assignment())
+        .filter(|q| q.topic == t)
+        .collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 4, "every queue is held exactly once");
     b.shutdown().await.expect("b leaves");
     within("a takes over", async {
         while split(&a) != 4 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            a.request_rebalance();
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     })
     .await;
@@ -309,6 +326,55 @@ async fn two_consumers_split_queues_and_rebalance() {
     got.sort();
     assert_eq!(got, (0..8).map(|i| i.to_string()).collect::<Vec<_>>());
     a.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_from_last_and_timestamp_and_oneway_sends() {
+    let admin = admin();
+    let t = topic(&admin, "from", 1).await;
+    let p = producer(&admin);
+    let q0 = QueueSelector::RoundRobin;
+    send(&p, &t, ["old0".to_owned(), "old1".to_owned()], &q0).await;
+    // Store timestamps are milliseconds: keep them apart from the search point on both sides.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let middle = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("now")
+        .as_millis() as i64;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    send(&p, &t, ["mid".to_owned()], &q0).await;
+    let start = |from: ConsumeFrom| {
+        let admin = admin.clone();
+        let t = t.clone();
+        async move {
+            let c = LitePullConsumer::new(
+                &admin,
+                Namespace::default(),
+                ConsumerOptions {
+                    consume_from: from,
+                    ..options(&support::unique("cf"))
+                },
+            )
+            .expect("new");
+            c.subscribe(&t, Selector::All).expect("subscribe");
+            c.start().await.expect("start");
+            c
+        }
+    };
+    let last = start(ConsumeFrom::Last).await;
+    let stamp = start(ConsumeFrom::Timestamp(middle)).await;
+    assert_eq!(bodies(&next(&stamp).await)[0], "mid");
+    p.send_oneway(&OutgoingMessage::new(&t, "new"), &q0)
+        .await
+        .expect("oneway");
+    assert_eq!(
+        bodies(&next(&last).await),
+        ["new"],
+        "from last: only what came after start"
+    );
+    for c in [last, stamp] {
+        c.shutdown().await.expect("shutdown");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
