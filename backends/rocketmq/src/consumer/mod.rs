@@ -8,6 +8,7 @@ mod group;
 mod lite;
 mod offsets;
 mod options;
+mod positions;
 mod pull;
 mod retry;
 
