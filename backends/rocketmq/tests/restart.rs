@@ -60,13 +60,13 @@ async fn broker_restart_mid_stream() {
         send_until_acked(producer.as_ref(), i).await;
         acked.insert(i);
     }
-    tokio::task::block_in_place(|| cluster.kill_broker());
+    tokio::task::block_in_place(|| cluster.kill_broker(0));
     let failed = producer.send(ProducerMessage::new("lost")).await;
     assert!(
         failed.is_err(),
         "a send to a dead broker is reported: {failed:?}"
     );
-    tokio::task::block_in_place(|| cluster.start_broker());
+    tokio::task::block_in_place(|| cluster.start_broker(0));
     for i in 20..40 {
         send_until_acked(producer.as_ref(), i).await;
         acked.insert(i);

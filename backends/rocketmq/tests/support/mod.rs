@@ -60,14 +60,15 @@ impl Drop for Server {
     }
 }
 
-/// A name server plus one broker.
+/// A name server plus brokers `broker-a`, `broker-b`, … (all masters of one cluster).
 pub struct Cluster {
     pub namesrv: String,
-    pub broker: String,
+    /// Broker addresses, in name order.
+    pub brokers: Vec<String>,
     run: Option<PathBuf>,
     bin: PathBuf,
     namesrv_proc: Option<Server>,
-    broker_proc: Option<Server>,
+    broker_procs: Vec<Option<Server>>,
     /// Deletes the run directory once every process using it is gone (statics are never
     /// dropped, so this cannot be a destructor).
     _cleanup: Option<(Child, ChildStdin)>,
@@ -137,9 +138,35 @@ fn wait_tcp(addr: &str, what: &str) {
     }
 }
 
+fn broker_toml(run: &Path, name: &str, port: u16, namesrv: &str) -> String {
+    let store = run.join(name);
+    format!(
+        "[broker]\nlistenPort = {port}\nbrokerIp1 = \"127.0.0.1\"\nbrokerIp2 = \"127.0.0.1\"\n\
+         storePathRootDir = \"{0}\"\nnamesrvAddr = \"{namesrv}\"\nautoCreateTopicEnable = true\n\
+         autoCreateSubscriptionGroup = true\n\n[broker.brokerIdentity]\nbrokerName = \"{name}\"\n\
+         brokerClusterName = \"DefaultCluster\"\nbrokerId = 0\n\n[broker.brokerServerConfig]\n\
+         bindAddress = \"127.0.0.1\"\n\n[store]\nstorePathRootDir = \"{0}\"\n\
+         haListenAddress = \"127.0.0.1\"\nhaListenPort = {1}\nmappedFileSizeCommitLog = 67108864\n\
+         mappedFileSizeConsumeQueue = 6000\nmappedFileSizeConsumeQueueExt = 65536\n\
+         maxHashSlotNum = 1000\nmaxIndexNum = 4000\n",
+        store.display(),
+        port + 1
+    )
+}
+
+/// The name of broker `i`: `broker-a`, `broker-b`, …
+pub fn broker_name(i: usize) -> String {
+    format!("broker-{}", char::from(b'a' + i as u8))
+}
+
 impl Cluster {
-    /// Starts a fresh name server and broker.
+    /// Starts a fresh name server and one broker.
     pub fn start() -> Cluster {
+        Cluster::start_with(1)
+    }
+
+    /// Starts a fresh name server and `brokers` brokers.
+    pub fn start_with(brokers: usize) -> Cluster {
         let bin = bin_dir();
         let run = tempfile::Builder::new()
             .prefix("rocketmq-test")
@@ -148,10 +175,10 @@ impl Cluster {
             .keep();
         let cleanup = cleanup_guard(&run);
         let r = run.as_path();
-        for d in ["home", "namesrv", "store"] {
+        for d in ["home", "namesrv"] {
             std::fs::create_dir_all(r.join(d)).unwrap();
         }
-        let (np, bp) = (free_port(), broker_port());
+        let np = free_port();
         let namesrv = format!("127.0.0.1:{np}");
         std::fs::write(
             r.join("namesrv.toml"),
@@ -162,22 +189,18 @@ impl Cluster {
             ),
         )
         .unwrap();
-        std::fs::write(
-            r.join("broker.toml"),
-            format!(
-                "[broker]\nlistenPort = {bp}\nbrokerIp1 = \"127.0.0.1\"\nbrokerIp2 = \"127.0.0.1\"\n\
-                 storePathRootDir = \"{0}/store\"\nnamesrvAddr = \"{namesrv}\"\nautoCreateTopicEnable = true\n\
-                 autoCreateSubscriptionGroup = true\n\n[broker.brokerIdentity]\nbrokerName = \"broker-a\"\n\
-                 brokerClusterName = \"DefaultCluster\"\nbrokerId = 0\n\n[broker.brokerServerConfig]\n\
-                 bindAddress = \"127.0.0.1\"\n\n[store]\nstorePathRootDir = \"{0}/store\"\n\
-                 haListenAddress = \"127.0.0.1\"\nhaListenPort = {1}\nmappedFileSizeCommitLog = 67108864\n\
-                 mappedFileSizeConsumeQueue = 6000\nmappedFileSizeConsumeQueueExt = 65536\n\
-                 maxHashSlotNum = 1000\nmaxIndexNum = 4000\n",
-                r.display(),
-                bp + 1
-            ),
-        )
-        .unwrap();
+        let mut addrs = Vec::new();
+        for i in 0..brokers {
+            let port = broker_port();
+            let name = broker_name(i);
+            std::fs::create_dir_all(r.join(&name)).unwrap();
+            std::fs::write(
+                r.join(format!("{name}.toml")),
+                broker_toml(r, &name, port, &namesrv),
+            )
+            .unwrap();
+            addrs.push(format!("127.0.0.1:{port}"));
+        }
         let args = vec![
             "-c".to_owned(),
             r.join("namesrv.toml").display().to_string(),
@@ -191,38 +214,47 @@ impl Cluster {
         wait_tcp(&namesrv, "the name server");
         let mut cluster = Cluster {
             namesrv,
-            broker: format!("127.0.0.1:{bp}"),
+            broker_procs: addrs.iter().map(|_| None).collect(),
+            brokers: addrs,
             run: Some(run),
             bin,
             namesrv_proc: Some(namesrv_proc),
-            broker_proc: None,
             _cleanup: Some(cleanup),
         };
-        cluster.start_broker();
+        for i in 0..brokers {
+            cluster.start_broker(i);
+        }
         cluster
     }
 
-    /// Starts (or restarts, on the same store) the broker and waits until it is registered.
-    pub fn start_broker(&mut self) {
+    /// Starts (or restarts, on the same store) broker `i` and waits until it is registered.
+    pub fn start_broker(&mut self, i: usize) {
         let run = self.run.clone().expect("own cluster");
+        let name = broker_name(i);
         let args = vec![
             "-c".to_owned(),
-            run.join("broker.toml").display().to_string(),
+            run.join(format!("{name}.toml")).display().to_string(),
         ];
-        let log = format!("broker-{}.log", Instant::now().elapsed().as_nanos());
-        self.broker_proc = Some(Server::spawn(
+        let log = format!(
+            "{name}-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        self.broker_procs[i] = Some(Server::spawn(
             &self.bin.join("rocketmq-broker-rust"),
             &args,
             &run,
             &log,
         ));
-        wait_tcp(&self.broker, "the broker");
-        wait_registered(&self.namesrv);
+        wait_tcp(&self.brokers[i], "the broker");
+        wait_registered(&self.namesrv, &name, &self.brokers[i]);
     }
 
-    /// Kills the broker (SIGKILL) and waits until it is gone.
-    pub fn kill_broker(&mut self) {
-        if let Some(mut broker) = self.broker_proc.take() {
+    /// Kills broker `i` (SIGKILL) and waits until it is gone.
+    pub fn kill_broker(&mut self, i: usize) {
+        if let Some(mut broker) = self.broker_procs[i].take() {
             broker.kill();
         }
     }
@@ -236,9 +268,10 @@ impl Cluster {
     }
 }
 
-/// Waits until the name server routes TBW102 (the broker registered itself).
-fn wait_registered(namesrv: &str) {
-    let namesrv = namesrv.to_owned();
+/// Waits until the name server lists broker `name` at `addr` and routes TBW102 (it
+/// registered itself). Brokers are other processes: there is no event to await.
+fn wait_registered(namesrv: &str, name: &str, addr: &str) {
+    let (namesrv, name, addr) = (namesrv.to_owned(), name.to_owned(), addr.to_owned());
     // A thread of its own: callers may be inside a runtime already.
     std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -249,12 +282,15 @@ fn wait_registered(namesrv: &str) {
         rt.block_on(async {
             let admin = admin_for(&namesrv);
             loop {
-                if admin.name_servers().refresh("TBW102").await.is_ok() {
+                let listed = admin.name_servers().masters().await.ok();
+                if listed.is_some_and(|m| m.get(&name) == Some(&addr))
+                    && admin.name_servers().refresh("TBW102").await.is_ok()
+                {
                     return;
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "the broker did not register with {namesrv}"
+                    "{name} did not register with {namesrv}"
                 );
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -274,18 +310,15 @@ pub fn admin_for(namesrv: &str) -> Admin {
 pub fn shared() -> &'static Cluster {
     static SHARED: OnceLock<Cluster> = OnceLock::new();
     SHARED.get_or_init(|| match std::env::var("MSGSTREAM_ROCKETMQ_NAMESRV") {
-        Ok(namesrv) => {
-            wait_registered(&namesrv);
-            Cluster {
-                namesrv,
-                broker: String::new(),
-                run: None,
-                bin: PathBuf::new(),
-                namesrv_proc: None,
-                broker_proc: None,
-                _cleanup: None,
-            }
-        }
+        Ok(namesrv) => Cluster {
+            namesrv,
+            brokers: Vec::new(),
+            run: None,
+            bin: PathBuf::new(),
+            namesrv_proc: None,
+            broker_procs: Vec::new(),
+            _cleanup: None,
+        },
         Err(_) => Cluster::start(),
     })
 }
