@@ -170,6 +170,52 @@ async fn retry_later_redelivers_then_dead_letters() {
     c.shutdown().await.expect("shutdown");
 }
 
+/// When CONSUMER_SEND_MSG_BACK fails (here: it names a commit-log offset the broker does not
+/// hold), the message itself is re-sent to the group's retry topic. rocketmq-rust 1.0.0 files
+/// such a send under `%DLQ%` at once (its `handle_retry_and_dlq` tests the rebalance-lock
+/// condition the other way round from Java), so the copy is looked for in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_later_falls_back_to_resending() {
+    let admin = admin();
+    let t = topic(&admin, "resend", 1).await;
+    let mut m = OutgoingMessage::new(&t, "y");
+    m.properties.insert("k".into(), "v".into());
+    producer(&admin)
+        .send(&m, &QueueSelector::RoundRobin)
+        .await
+        .expect("send");
+    let group = support::unique("fg");
+    let c = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("new");
+    c.subscribe(&t, Selector::All).expect("subscribe");
+    c.start().await.expect("start");
+    let mut r = next(&c).await;
+    r.messages[0].commit_log_offset = i64::MAX / 2;
+    c.ack(&r, ConsumeResult::RetryLater)
+        .await
+        .expect("retry later");
+    let copy = within("the re-sent copy", async {
+        loop {
+            for prefix in ["%RETRY%", "%DLQ%"] {
+                let q = MessageQueue::new(format!("{prefix}{group}"), "broker-a", 0);
+                if let Ok(o) = c.pull_from(&q, 0, 1).await {
+                    if let Some(m) = o.messages.into_iter().next() {
+                        return m;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        (copy.body.as_ref(), copy.topic.as_str()),
+        (&b"y"[..], t.as_str())
+    );
+    assert_eq!(copy.properties.get("k").map(String::as_str), Some("v"));
+    assert_eq!(copy.reconsume_times, 1);
+    c.shutdown().await.expect("shutdown");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assign_pull_from_seek_and_timestamps() {
     let admin = admin();

@@ -46,12 +46,20 @@ impl Inner {
             Ok(_) => Ok(()),
             Err(e) => {
                 tracing::debug!(error = %e, "rocketmq send-back failed; re-sending to the retry topic");
-                self.resend(message, &origin_topic).await
+                self.resend(message, &origin_topic, queue, &addr).await
             }
         }
     }
 
-    async fn resend(&self, message: &StoredMessage, origin_topic: &str) -> Result<()> {
+    /// Sends a copy of `message` to the retry (or dead-letter) topic. Where that topic has no
+    /// route yet, it goes to the broker the message came from, which creates it.
+    async fn resend(
+        &self,
+        message: &StoredMessage,
+        origin_topic: &str,
+        from: &MessageQueue,
+        from_addr: &str,
+    ) -> Result<()> {
         let reconsumed = message.reconsume_times + 1;
         let (topic, delay) = if message.reconsume_times >= self.options.max_reconsume_times {
             (self.namespace.dlq_topic(&self.options.group), None)
@@ -76,18 +84,16 @@ impl Inner {
         if let Some(level) = delay {
             props.insert(properties::DELAY.into(), level.to_string());
         }
-        let route = self.admin.namesrv.route(&topic).await;
-        let (addr, queue_id, broker) = match route {
-            Ok(route) => {
-                let q = route.write_queues.first().cloned();
-                let broker = q.as_ref().map(|q| q.broker.clone()).unwrap_or_default();
-                match route.address(&broker) {
-                    Some(addr) => (addr.to_owned(), q.map_or(0, |q| q.queue_id), broker),
-                    None => return Err(crate::Error::TopicNotFound(topic)),
-                }
-            }
+        let routed = match self.admin.namesrv.route(&topic).await {
+            Ok(route) => route.write_queues.first().and_then(|q| {
+                let addr = route.address(&q.broker)?;
+                Some((addr.to_owned(), q.queue_id, q.broker.clone()))
+            }),
+            Err(crate::Error::TopicNotFound(_)) => None,
             Err(e) => return Err(e),
         };
+        let (addr, queue_id, broker) =
+            routed.unwrap_or_else(|| (from_addr.to_owned(), 0, from.broker.clone()));
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
