@@ -69,6 +69,16 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
+    /// The channel does not exist on the backend (or was deleted).
+    #[error("channel {channel:?} does not exist")]
+    UnknownChannel {
+        /// The channel that was named.
+        channel: String,
+    },
+    /// The stream's producing is switched off (`enable_produce(false)`, Milvus's
+    /// `ForceEnableProduce`); nothing was written.
+    #[error("producing is disabled on this stream")]
+    ProduceDisabled,
     /// A caller-supplied value is invalid: empty channel name, mismatched row counts, …
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -139,6 +149,7 @@ impl Error {
                 | Error::Closed(_)
                 | Error::InvalidArgument(_)
                 | Error::NotSubscribed { .. }
+                | Error::UnknownChannel { .. }
                 | Error::Unsupported { .. }
                 | Error::BelowRetention { .. }
                 | Error::Backend {

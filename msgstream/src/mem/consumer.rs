@@ -62,8 +62,10 @@ impl Acker for MemoryAcker {
         self.client
             .broker
             .with_existing(&self.topic, |t| {
-                let cursor = t.cursors.entry(self.subscription.clone()).or_insert(0);
-                *cursor = (*cursor).max(next);
+                match t.cursors.get_mut(&self.subscription) {
+                    Some(cursor) => *cursor = (*cursor).max(next),
+                    None => drop(t.cursors.insert(self.subscription.clone(), next)),
+                }
             })
             .ok_or_else(|| Error::NotSubscribed {
                 channel: self.topic.to_string(),

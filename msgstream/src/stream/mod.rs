@@ -5,12 +5,15 @@ mod options;
 mod plain;
 pub(crate) mod producers;
 pub(crate) mod pump;
+mod readers;
 mod repack;
+pub(crate) mod signal;
 
 pub(crate) use commit::CommitLog;
-pub use options::StreamOptions;
+pub use options::{StreamOptions, MAX_BUFFER};
 pub use plain::MsgStream;
 pub use producers::{ChannelIds, Produce, Producers};
+pub(crate) use readers::Readers;
 pub use repack::{default_repack, RepackFn};
 
 use std::sync::Arc;
@@ -20,6 +23,20 @@ use crate::mq::{
 };
 use crate::msg::MsgPosition;
 use crate::{Error, Result};
+
+/// Milvus's `CheckTopicValid`: the channel exists on the backend (it was created and not
+/// deleted). `Error::UnknownChannel` otherwise; `Error::Unsupported` where the backend cannot
+/// list its channels.
+pub(crate) async fn check_topic_valid(client: &dyn Client, channel: &str) -> Result<()> {
+    validate_channel_name("channel", channel)?;
+    if client.list_topics().await?.iter().any(|t| t == channel) {
+        Ok(())
+    } else {
+        Err(Error::UnknownChannel {
+            channel: channel.to_string(),
+        })
+    }
+}
 
 /// Rejects a channel named twice in `channels`, or one in `taken` (already consumed by the
 /// stream): delivering a channel twice would duplicate every message.
@@ -71,6 +88,12 @@ pub(crate) async fn subscribe_all(
     subscription: &str,
     position: InitialPosition,
 ) -> Result<Vec<Box<dyn Consumer>>> {
+    if options.buffer > MAX_BUFFER {
+        return Err(Error::InvalidArgument(format!(
+            "buffer {} is above the limit of {MAX_BUFFER} messages per channel",
+            options.buffer
+        )));
+    }
     for channel in channels {
         validate_channel_name("channel", channel)?;
     }

@@ -6,6 +6,10 @@ use crate::msg::DecoderRegistry;
 use crate::retry::RetryPolicy;
 use crate::tt::LatePolicy;
 
+/// Largest accepted `StreamOptions::buffer`: a queue slot per message, allocated up front, so a
+/// larger value is a configuration mistake, not a wish (and tokio's channels cap it anyway).
+pub const MAX_BUFFER: usize = 1 << 24;
+
 /// How a stream is built.
 #[derive(Debug, Clone)]
 pub struct StreamOptions {
@@ -21,6 +25,12 @@ pub struct StreamOptions {
     /// Commit (ack) each pack when the application asks for the next one, and on `close`
     /// (the default). Off: nothing is acked until the application calls `commit`.
     pub auto_commit: bool,
+    /// Most messages the tt stream holds for one channel while waiting for the other channels'
+    /// ticks (a channel that sends without ticking). At the cap the stream stops reading that
+    /// channel and reports it (`TtMsgStream::stats().capped`, a `tracing` warning); it resumes
+    /// by itself as soon as the channel's consumer has a tick queued, so it then holds at most
+    /// this plus `buffer` messages of that channel.
+    pub max_held_per_channel: usize,
 }
 
 impl Default for StreamOptions {
@@ -31,6 +41,7 @@ impl Default for StreamOptions {
             registry: Arc::new(DecoderRegistry::default()),
             late_policy: LatePolicy::default(),
             auto_commit: true,
+            max_held_per_channel: 1 << 16,
         }
     }
 }

@@ -1,6 +1,5 @@
 //! `MsgStream`: producers on N channels and consumers delivering one message per pack.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::Stream;
@@ -9,8 +8,10 @@ use tokio::sync::mpsc;
 use super::options::StreamOptions;
 use super::producers::{Produce, Producers};
 use super::pump::{Event, Pumps};
-use super::{check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog};
-use crate::mq::{validate_channel_name, Client, InitialPosition, MessageId, Reader, ReaderOptions};
+use super::{
+    check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
+};
+use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
 
@@ -20,8 +21,8 @@ struct ConsumerSide {
     rx: mpsc::Receiver<super::pump::Delivered>,
     open: usize,
     commits: CommitLog,
-    /// Per channel, the last message handed to the application and not yet committed.
-    delivered: Vec<Option<MessageId>>,
+    /// The last message handed to the application (channel index, id), not yet committed.
+    delivered: Option<(usize, MessageId)>,
     /// A permanent failure ended the stream.
     failed: bool,
 }
@@ -29,12 +30,10 @@ struct ConsumerSide {
 impl ConsumerSide {
     /// Commits everything handed to the application so far.
     async fn commit_delivered(&mut self) -> Result<()> {
-        for (channel, last) in self.delivered.iter_mut().enumerate() {
-            if let Some(id) = last.take() {
-                self.commits.commit(channel, &id).await?;
-            }
+        match self.delivered.take() {
+            Some((channel, id)) => self.commits.commit(channel, &id).await,
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -56,7 +55,7 @@ pub struct MsgStream {
     options: StreamOptions,
     producers: Producers,
     consumers: Option<ConsumerSide>,
-    readers: HashMap<String, Box<dyn Reader>>,
+    readers: Readers,
 }
 
 impl MsgStream {
@@ -64,10 +63,10 @@ impl MsgStream {
     pub fn new(client: Arc<dyn Client>, options: StreamOptions) -> Self {
         MsgStream {
             producers: Producers::new(client.clone(), options.retry),
+            readers: Readers::new(client.clone(), options.clone()),
             client,
             options,
             consumers: None,
-            readers: HashMap::new(),
         }
     }
 
@@ -106,14 +105,14 @@ impl MsgStream {
                 tx,
                 rx,
                 open: 0,
-                delivered: Vec::new(),
+                delivered: None,
                 failed: false,
             }
         });
         for consumer in consumers {
+            let topic = consumer.topic().to_string();
             let (_, acker) = side.pumps.add(consumer, side.tx.clone());
-            side.commits.add_channel(acker);
-            side.delivered.push(None);
+            side.commits.add_channel(acker, &topic);
             side.open += 1;
         }
         Ok(())
@@ -144,8 +143,8 @@ impl MsgStream {
             if let Some(token) = delivered.token {
                 side.commits.received(channel, token, true);
             }
-            if let (Some(id), Some(slot)) = (handed, side.delivered.get_mut(channel)) {
-                *slot = Some(id);
+            if let Some(id) = handed {
+                side.delivered = Some((channel, id));
             }
             match delivered.event {
                 Event::Msg(msg) => return Some(Ok(single_pack(msg))),
@@ -181,13 +180,26 @@ impl MsgStream {
         }
         for (index, id) in targets {
             side.commits.commit(index, &id).await?;
-            if let Some(slot) = side.delivered.get_mut(index) {
-                if slot.as_ref() == Some(&id) {
-                    *slot = None;
-                }
+            if side.delivered.as_ref() == Some(&(index, id)) {
+                side.delivered = None;
             }
         }
         Ok(())
+    }
+
+    /// The packs as a `futures::Stream` borrowing the stream, which stays usable afterwards
+    /// (to seek, commit or close it). Boxed, so it is `Unpin` and `Send` like any stream a
+    /// caller would poll with `StreamExt::next`.
+    pub fn packs(&mut self) -> futures::stream::BoxStream<'_, Result<MsgPack>> {
+        Box::pin(futures::stream::unfold(self, |stream| async move {
+            stream.next_pack().await.map(|item| (item, stream))
+        }))
+    }
+
+    /// Whether `channel` exists on the backend (Milvus's `CheckTopicValid`):
+    /// `Error::UnknownChannel` if not.
+    pub async fn check_topic_valid(&self, channel: &str) -> Result<()> {
+        super::check_topic_valid(self.client.as_ref(), channel).await
     }
 
     /// The stream as a `futures::Stream` of packs.
@@ -234,8 +246,8 @@ impl MsgStream {
         for (index, id) in targets {
             side.pumps.seek(index, &id, inclusive).await?;
             side.commits.reset(index);
-            if let Some(slot) = side.delivered.get_mut(index) {
-                *slot = None;
+            if side.delivered.as_ref().is_some_and(|(c, _)| *c == index) {
+                side.delivered = None;
             }
         }
         Ok(())
@@ -256,75 +268,23 @@ impl MsgStream {
     /// Opens readers on `channels`, from the earliest message. `subscription` only names them in
     /// diagnostics: readers keep no durable state.
     pub async fn as_reader(&mut self, channels: &[&str], subscription: &str) -> Result<()> {
-        validate_channel_name("subscription", subscription)?;
-        check_distinct(channels, |c| self.readers.contains_key(c))?;
-        for channel in channels {
-            validate_channel_name("channel", channel)?;
-            let options = ReaderOptions {
-                topic: channel.to_string(),
-                start: self.client.earliest_message_id(),
-                inclusive: true,
-            };
-            let client = &self.client;
-            let reader = self
-                .options
-                .retry
-                .run("create reader", || client.create_reader(options.clone()))
-                .await?;
-            self.readers.insert(channel.to_string(), reader);
-        }
-        Ok(())
-    }
-
-    fn reader(&mut self, channel: &str) -> Result<&mut Box<dyn Reader>> {
-        self.readers
-            .get_mut(channel)
-            .ok_or_else(|| Error::NotSubscribed {
-                channel: channel.to_string(),
-            })
+        self.readers.add(channels, subscription).await
     }
 
     /// The next message of a reader channel, waiting for it; undecodable payloads are errors.
     pub async fn next(&mut self, channel: &str) -> Result<TsMsg> {
-        let subscription = String::new();
-        let registry = self.options.registry.clone();
-        let msg = self.reader(channel)?.next().await?;
-        let mut ts = TsMsg::new(registry.decode(&msg.payload)?);
-        ts.position = Some(MsgPosition {
-            channel_name: msg.topic.to_string(),
-            msg_id: msg.id.as_bytes().to_vec(),
-            msg_group: subscription,
-            timestamp: ts.end_ts(),
-            ..MsgPosition::default()
-        });
-        ts.properties = msg.properties;
-        Ok(ts)
+        self.readers.next(channel).await
     }
 
     /// Whether a reader channel has a message available now.
     pub async fn has_next(&mut self, channel: &str) -> Result<bool> {
-        self.reader(channel)?.has_next().await
+        self.readers.has_next(channel).await
     }
 
-    /// Moves readers to positions (each must name a reader channel).
+    /// Moves readers to positions (each must name a reader channel); every target is checked
+    /// before any reader moves.
     pub async fn seek_readers(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
-        let mut targets = Vec::with_capacity(positions.len());
-        for position in positions {
-            self.reader(&position.channel_name)?;
-            targets.push(resolve_position(self.client.as_ref(), position)?);
-        }
-        let named: Vec<(String, MessageId)> = positions
-            .iter()
-            .zip(&targets)
-            .map(|(p, id)| (p.channel_name.clone(), id.clone()))
-            .collect();
-        precheck_targets(self.client.as_ref(), &named, inclusive).await?;
-        for (position, id) in positions.iter().zip(targets) {
-            self.reader(&position.channel_name)?
-                .seek(&id, inclusive)
-                .await?;
-        }
-        Ok(())
+        self.readers.seek(positions, inclusive).await
     }
 
     /// Closes producers, consumers and readers. With auto-commit, what the application was
@@ -341,9 +301,7 @@ impl MsgStream {
             side.pumps.close().await;
             side.open = 0;
         }
-        for (_, mut reader) in self.readers.drain() {
-            reader.close().await;
-        }
+        self.readers.close().await;
     }
 }
 

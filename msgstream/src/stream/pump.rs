@@ -20,6 +20,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::commit::AckToken;
+use super::signal::PumpSignal;
 use super::StreamOptions;
 use futures::FutureExt;
 
@@ -57,7 +59,7 @@ pub(crate) struct Delivered {
     pub(crate) generation: u64,
     pub(crate) event: Event,
     /// The received message behind `event`, to be committed once the application has had it.
-    pub(crate) token: Option<Message>,
+    pub(crate) token: Option<AckToken>,
 }
 
 struct Parked {
@@ -79,6 +81,7 @@ struct Slot {
     generation: u64,
     tx: mpsc::Sender<Delivered>,
     state: SlotState,
+    signal: Arc<PumpSignal>,
 }
 
 /// The pumps of one stream, one per channel, in subscription order.
@@ -141,6 +144,7 @@ impl Pumps {
                 consumer,
                 pending: VecDeque::new(),
             })),
+            signal: Arc::new(PumpSignal::default()),
         });
         self.start(index);
         (index, acker)
@@ -153,6 +157,16 @@ impl Pumps {
             .ok_or_else(|| Error::NotSubscribed {
                 channel: channel.to_string(),
             })
+    }
+
+    /// What the pump of channel `index` publishes (ticks queued, messages held).
+    pub(crate) fn signal(&self, index: usize) -> Option<&Arc<PumpSignal>> {
+        self.slots.get(index).map(|s| &s.signal)
+    }
+
+    /// Received messages held by the pumps before their queues, all channels together.
+    pub(crate) fn pending(&self) -> usize {
+        self.slots.iter().map(|s| s.signal.pending()).sum()
     }
 
     /// Whether `delivered` belongs to the current generation of its channel.
@@ -177,6 +191,7 @@ impl Pumps {
             registry,
             batch: self.batch,
             tx: slot.tx.clone(),
+            signal: slot.signal.clone(),
         };
         let name = slot.channel.clone();
         let tx = slot.tx.clone();
@@ -287,10 +302,11 @@ struct PumpContext {
     registry: Arc<DecoderRegistry>,
     batch: usize,
     tx: mpsc::Sender<Delivered>,
+    signal: Arc<PumpSignal>,
 }
 
 impl PumpContext {
-    fn delivered(&self, event: Event, token: Option<Message>) -> Delivered {
+    fn delivered(&self, event: Event, token: Option<AckToken>) -> Delivered {
         Delivered {
             channel: self.channel,
             generation: self.generation,
@@ -310,7 +326,9 @@ impl PumpContext {
                     channel_name: msg.topic.to_string(),
                     msg_id: msg.id.as_bytes().to_vec(),
                     msg_group: consumer.subscription().to_string(),
-                    timestamp: ts.end_ts(),
+                    // Milvus stamps a consumed message's position with its BeginTs; the tt
+                    // stream restamps the positions of its packs with their end_ts.
+                    timestamp: ts.begin_ts(),
                     ..MsgPosition::default()
                 });
                 ts.properties = std::mem::take(&mut msg.properties);
@@ -327,7 +345,7 @@ impl PumpContext {
                 })
             }
         };
-        self.delivered(event, Some(msg))
+        self.delivered(event, Some(AckToken::from(&msg)))
     }
 
     /// Turns a received batch into pending deliveries (an empty batch means closed). Returns
@@ -372,7 +390,9 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
                 _ = &mut stop => return parked,
                 received = parked.consumer.recv_batch(ctx.batch) => received,
             };
-            match ctx.receive(&mut parked, received) {
+            let backoff_from = ctx.receive(&mut parked, received);
+            ctx.signal.set_pending(parked.pending.len());
+            match backoff_from {
                 None => backoff = ERROR_BACKOFF,
                 Some(error) => {
                     tracing::warn!(channel = %parked.consumer.topic(), %error, ?backoff, "receive failed, retrying");
@@ -392,7 +412,12 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
             permit = ctx.tx.reserve() => {
                 let Ok(permit) = permit else { return parked };
                 let Some(delivered) = parked.pending.pop_front() else { continue };
+                let tick = matches!(&delivered.event, Event::Msg(m) if m.is_time_tick());
                 permit.send(delivered);
+                ctx.signal.set_pending(parked.pending.len());
+                if tick {
+                    ctx.signal.tick_queued();
+                }
                 if terminal {
                     let _ = stop.await;
                     return parked;

@@ -281,6 +281,22 @@ pub async fn repeated_channel_names(client: Arc<dyn Client>) {
         tt.as_consumer(&[b.as_str(), b.as_str()], "tt", InitialPosition::Earliest)
             .await
     ));
+    // An absurd buffer is refused, not a panic in the queue allocation.
+    let huge = StreamOptions {
+        buffer: 4611686018427387904,
+        ..StreamOptions::default()
+    };
+    let mut tt = TtMsgStream::new(client.clone(), huge.clone());
+    assert!(invalid(
+        tt.as_consumer(&[b.as_str()], "tt", InitialPosition::Earliest)
+            .await
+    ));
+    let mut plain = MsgStream::new(client.clone(), huge);
+    assert!(invalid(
+        plain
+            .as_consumer(&[b.as_str()], "huge", InitialPosition::Earliest)
+            .await
+    ));
 }
 
 /// The plain stream acks a message only once the application asked for the next one (or
@@ -418,4 +434,180 @@ pub async fn tt_commit_semantics(client: Arc<dyn Client>) {
             assert_eq!(lag, 0, "everything of channel a was committed");
         }
     }
+}
+
+/// A channel that sends without ticking is capped: the stream stops reading it at
+/// `max_held_per_channel`, says so in its stats, and resumes by itself once the channel ticks.
+pub async fn tt_caps_a_channel_without_ticks(client: Arc<dyn Client>) {
+    let (a, b) = (unique("cap-a"), unique("cap-b"));
+    let mut out = TtMsgStream::new(client.clone(), StreamOptions::default());
+    out.as_producer(&[a.as_str(), b.as_str()])
+        .await
+        .expect("producer");
+    let on = |channel: u32, msgs: Vec<TsMsg>| {
+        msgs.into_iter()
+            .map(|m| m.with_hash_keys(vec![channel]))
+            .collect::<Vec<_>>()
+    };
+    out.produce(&pack(on(1, vec![TsMsg::time_tick(20)])))
+        .await
+        .expect("b ticks");
+    out.produce(&pack(on(
+        0,
+        (1..=12).map(|i| insert(i, i as u64, 0)).collect(),
+    )))
+    .await
+    .expect("a sends without ticking");
+    let options = StreamOptions {
+        buffer: 4,
+        max_held_per_channel: 10,
+        ..StreamOptions::default()
+    };
+    let mut stream = TtMsgStream::new(client.clone(), options);
+    stream
+        .as_consumer(&[a.as_str(), b.as_str()], "cap", InitialPosition::Earliest)
+        .await
+        .expect("as_consumer");
+    let deadline = tokio::time::Instant::now() + super::WAIT;
+    while stream.stats().capped.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never capped");
+        let step =
+            tokio::time::timeout(std::time::Duration::from_millis(50), stream.next_pack()).await;
+        assert!(step.is_err(), "no pack can be cut before a ticks: {step:?}");
+    }
+    let capped = stream.stats().capped;
+    assert_eq!(capped.len(), 1);
+    assert_eq!(
+        (capped[0].channel.as_str(), capped[0].held),
+        (a.as_str(), 10)
+    );
+    out.produce(&pack(on(0, vec![TsMsg::time_tick(20)])))
+        .await
+        .expect("a ticks");
+    let pack = within("the pack after the tick", stream.next_pack())
+        .await
+        .expect("open")
+        .expect("pack");
+    assert_eq!(
+        pack.msgs.iter().map(row_id).collect::<Vec<_>>(),
+        (1..=12).collect::<Vec<_>>()
+    );
+    assert!(stream.stats().capped.is_empty(), "resumed");
+    stream.close().await;
+}
+
+/// A consumer task that panics (here in an application decoder) ends the stream with an error
+/// naming the channel, instead of leaving `next_pack` waiting forever.
+pub async fn stream_ends_when_a_decoder_panics(client: Arc<dyn Client>) {
+    const BOOM: i32 = 9001;
+    let a = unique("panic");
+    let mut out = MsgStream::new(client.clone(), StreamOptions::default());
+    out.as_producer(&[a.as_str()]).await.expect("producer");
+    let custom = crate::msg::MsgBase::new(BOOM, 1, 5);
+    let payload = prost::Message::encode_to_vec(&crate::msg::MsgHeader { base: Some(custom) });
+    let body = crate::msg::CustomMsg::from_payload(payload).expect("custom");
+    out.produce(&pack(vec![
+        TsMsg::new(crate::msg::MsgBody::Custom(body)).with_hash_keys(vec![0])
+    ]))
+    .await
+    .expect("produce");
+    let mut registry = crate::msg::DecoderRegistry::default();
+    registry.register(BOOM, |_| panic!("decoder bug"));
+    let options = StreamOptions {
+        registry: Arc::new(registry),
+        ..StreamOptions::default()
+    };
+    let mut plain = MsgStream::new(client.clone(), options.clone());
+    plain
+        .as_consumer(&[a.as_str()], "plain", InitialPosition::Earliest)
+        .await
+        .expect("as_consumer");
+    match within("the panic report", plain.next_pack()).await {
+        Some(Err(e)) => assert!(e.to_string().contains("panicked"), "{e}"),
+        other => panic!("expected the panic as an error item, got {other:?}"),
+    }
+    assert!(
+        within("the end", plain.next_pack()).await.is_none(),
+        "the stream ended"
+    );
+    plain.close().await;
+    let mut tt = TtMsgStream::new(client.clone(), options);
+    tt.as_consumer(&[a.as_str()], "tt", InitialPosition::Earliest)
+        .await
+        .expect("as_consumer");
+    match within("the panic report", tt.next_pack()).await {
+        Some(Err(e)) => assert!(e.to_string().contains(&a), "{e}"),
+        other => panic!("expected the panic as an error item, got {other:?}"),
+    }
+    assert!(within("the end", tt.next_pack()).await.is_none());
+    tt.close().await;
+}
+
+/// The rest of Milvus's stream interface: produce switched off and on, `check_topic_valid`, a
+/// borrowing `futures::Stream` of packs, and the tt stream's latest id and readers.
+pub async fn stream_interface_extras(client: Arc<dyn Client>) {
+    use futures::StreamExt;
+    let a = unique("extras");
+    let mut out = TtMsgStream::new(client.clone(), StreamOptions::default());
+    out.as_producer(&[a.as_str()]).await.expect("producer");
+    out.enable_produce(false);
+    assert!(matches!(
+        out.produce(&pack(vec![insert(1, 1, 0)])).await,
+        Err(Error::ProduceDisabled)
+    ));
+    out.enable_produce(true);
+    let ticks = vec![
+        insert(1, 1, 0),
+        TsMsg::time_tick(5).with_hash_keys(vec![0]),
+        insert(7, 7, 0),
+        TsMsg::time_tick(10).with_hash_keys(vec![0]),
+    ];
+    let ids = out
+        .produce_mark(&pack(ticks))
+        .await
+        .expect("produce")
+        .remove(&a)
+        .expect("ids");
+    match client.list_topics().await {
+        Ok(_) => {
+            out.check_topic_valid(&a).await.expect("exists");
+            assert!(matches!(
+                out.check_topic_valid(&unique("never-made")).await,
+                Err(Error::UnknownChannel { .. })
+            ));
+        }
+        Err(Error::Unsupported { .. }) => assert!(matches!(
+            out.check_topic_valid(&a).await,
+            Err(Error::Unsupported { .. })
+        )),
+        Err(other) => panic!("list_topics: {other}"),
+    }
+    let mut stream = TtMsgStream::new(client.clone(), StreamOptions::default());
+    stream
+        .as_consumer(&[a.as_str()], "extras", InitialPosition::Earliest)
+        .await
+        .expect("as_consumer");
+    let first = within("a pack", stream.packs().next())
+        .await
+        .expect("open")
+        .expect("pack");
+    assert_eq!(first.end_ts, 5);
+    let second = within("a pack", stream.packs().next())
+        .await
+        .expect("open")
+        .expect("pack");
+    assert_eq!(second.msgs.iter().map(row_id).collect::<Vec<_>>(), vec![7]);
+    if client.capabilities().latest_id {
+        assert_eq!(
+            stream.latest_message_id(&a).await.expect("latest"),
+            ids.last().cloned()
+        );
+    }
+    if client.capabilities().readers {
+        stream.as_reader(&[a.as_str()], "r").await.expect("reader");
+        assert!(stream.has_next(&a).await.expect("has_next"));
+        let msg = within("a read", stream.next(&a)).await.expect("next");
+        assert_eq!(row_id(&msg), 1);
+    }
+    stream.close().await;
 }

@@ -128,6 +128,9 @@ macro_rules! contract_tests {
             repeated_channel_names,
             plain_commit_semantics,
             tt_commit_semantics,
+            tt_caps_a_channel_without_ticks,
+            stream_ends_when_a_decoder_panics,
+            stream_interface_extras,
         );
     };
     (@each $harness:path; $($check:ident),* $(,)?) => {

@@ -305,6 +305,11 @@ impl TimetickAligner {
         self.buffered
     }
 
+    /// Messages buffered now for one channel (0 for an unknown index).
+    pub fn buffered_in(&self, channel: usize) -> usize {
+        self.channels.get(channel).map_or(0, |c| c.buffered.len())
+    }
+
     /// Highest number of messages buffered at once so far.
     pub fn peak_buffered(&self) -> usize {
         self.peak_buffered

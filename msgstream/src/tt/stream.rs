@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use futures::Stream;
 use tokio::sync::mpsc;
@@ -18,7 +19,8 @@ use crate::msg::{MsgPack, MsgPosition};
 use crate::stream::producers::{Produce, Producers};
 use crate::stream::pump::{Delivered, Event, Pumps};
 use crate::stream::{
-    check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, StreamOptions,
+    check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
+    StreamOptions,
 };
 use crate::{Error, Result};
 
@@ -31,13 +33,28 @@ pub struct TtStats {
     pub last_end: u64,
     /// Messages held by the aligner now.
     pub buffered: usize,
-    /// Highest number of messages held at once, aligner and per-channel queues together
-    /// (queues sampled once per pack).
+    /// Highest number of messages held at once: aligner, per-channel queues and what the
+    /// consumer tasks hold before them (sampled once per pack). Each backend consumer may
+    /// prefetch up to `buffer` more per channel on top.
     pub peak_buffered: usize,
     /// Messages received but not yet committed (the commit log's ack tokens: ids, no payloads).
     pub uncommitted: usize,
     /// Late messages seen.
     pub late_messages: u64,
+    /// Channels the stream stopped reading because they hold `max_held_per_channel` messages
+    /// without a tick, in subscription order.
+    pub capped: Vec<CappedChannel>,
+}
+
+/// A channel the tt stream stopped reading at its cap (see `StreamOptions::max_held_per_channel`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CappedChannel {
+    /// Its name.
+    pub channel: String,
+    /// Messages the stream holds for it.
+    pub held: usize,
+    /// When it reached the cap.
+    pub since: SystemTime,
 }
 
 struct TtSide {
@@ -50,6 +67,10 @@ struct TtSide {
     commits: CommitLog,
     /// End positions of the last pack handed to the application, not yet committed.
     delivered: Option<Vec<MsgPosition>>,
+    /// Per channel, tick events taken from its queue (compared with the ticks its pump queued).
+    ticks_taken: Vec<u64>,
+    /// Per channel, since when it is capped.
+    capped_since: Vec<Option<SystemTime>>,
 }
 
 impl TtSide {
@@ -93,6 +114,7 @@ pub struct TtMsgStream {
     options: StreamOptions,
     producers: Producers,
     side: Option<TtSide>,
+    readers: Readers,
 }
 
 impl TtMsgStream {
@@ -100,6 +122,7 @@ impl TtMsgStream {
     pub fn new(client: Arc<dyn Client>, options: StreamOptions) -> Self {
         TtMsgStream {
             producers: Producers::new(client.clone(), options.retry),
+            readers: Readers::new(client.clone(), options.clone()),
             client,
             options,
             side: None,
@@ -136,8 +159,9 @@ impl TtMsgStream {
         let mut receivers = Vec::with_capacity(channels.len());
         for consumer in consumers {
             let (tx, rx) = mpsc::channel(buffer);
+            let topic = consumer.topic().to_string();
             let (_, acker) = pumps.add(consumer, tx);
-            commits.add_channel(acker);
+            commits.add_channel(acker, &topic);
             receivers.push(rx);
         }
         let names = channels.iter().map(|c| c.to_string()).collect();
@@ -150,6 +174,8 @@ impl TtMsgStream {
             peak_buffered: 0,
             commits,
             delivered: None,
+            ticks_taken: vec![0; channels.len()],
+            capped_since: vec![None; channels.len()],
         });
         Ok(())
     }
@@ -161,6 +187,7 @@ impl TtMsgStream {
     /// the stream goes on; a permanent consumer failure is returned as an item and ends it.
     pub async fn next_pack(&mut self) -> Option<Result<MsgPack>> {
         let auto_commit = self.options.auto_commit;
+        let max_held = self.options.max_held_per_channel.max(1);
         let side = self.side.as_mut()?;
         if auto_commit {
             if let Err(error) = side.commit_delivered().await {
@@ -173,7 +200,12 @@ impl TtMsgStream {
             }
             if let Some(pack) = side.aligner.pop_pack() {
                 side.packs += 1;
-                let queued: usize = side.receivers.iter().map(mpsc::Receiver::len).sum();
+                let queued: usize = side
+                    .receivers
+                    .iter()
+                    .map(mpsc::Receiver::len)
+                    .sum::<usize>()
+                    + side.pumps.pending();
                 side.peak_buffered = side
                     .peak_buffered
                     .max(side.aligner.peak_buffered())
@@ -192,7 +224,40 @@ impl TtMsgStream {
                 return Some(Ok(pack));
             }
             let channel = side.aligner.next_channel()?;
+            let held = side.aligner.buffered_in(channel);
+            if held >= max_held {
+                let signal = side.pumps.signal(channel)?.clone();
+                let taken = side.ticks_taken.get(channel).copied().unwrap_or(0);
+                if signal.ticks_queued() <= taken {
+                    if side.capped_since.get(channel).is_some_and(Option::is_none) {
+                        let name = side.aligner.channel_names().nth(channel).unwrap_or("");
+                        tracing::warn!(
+                            channel = %name,
+                            held,
+                            "tt stream: channel holds {held} messages without a tick; not reading it until it ticks"
+                        );
+                        if let Some(since) = side.capped_since.get_mut(channel) {
+                            *since = Some(SystemTime::now());
+                        }
+                    }
+                    signal.wait_for_tick_after(taken).await;
+                    continue;
+                }
+            }
             let delivered = side.receivers.get_mut(channel)?.recv().await?;
+            if matches!(&delivered.event, Event::Msg(m) if m.is_time_tick()) {
+                if let Some(taken) = side.ticks_taken.get_mut(channel) {
+                    *taken += 1;
+                }
+                if let Some(since) = side.capped_since.get_mut(channel) {
+                    if since.take().is_some() {
+                        tracing::info!(
+                            channel,
+                            "tt stream: capped channel ticked, reading it again"
+                        );
+                    }
+                }
+            }
             if !side.pumps.is_current(&delivered) {
                 continue;
             }
@@ -213,6 +278,53 @@ impl TtMsgStream {
                 Event::Closed => side.closed = true,
             }
         }
+    }
+
+    /// The packs as a `futures::Stream` borrowing the stream, which stays usable afterwards
+    /// (to seek, commit or close it). Boxed, so it is `Unpin` and `Send` like any stream a
+    /// caller would poll with `StreamExt::next`.
+    pub fn packs(&mut self) -> futures::stream::BoxStream<'_, Result<MsgPack>> {
+        Box::pin(futures::stream::unfold(self, |stream| async move {
+            stream.next_pack().await.map(|item| (item, stream))
+        }))
+    }
+
+    /// Whether `channel` exists on the backend (Milvus's `CheckTopicValid`):
+    /// `Error::UnknownChannel` if not.
+    pub async fn check_topic_valid(&self, channel: &str) -> Result<()> {
+        crate::stream::check_topic_valid(self.client.as_ref(), channel).await
+    }
+
+    /// The newest message id of a subscribed channel (`None` when it is empty), Milvus's
+    /// `GetLatestMsgID`.
+    pub async fn latest_message_id(&mut self, channel: &str) -> Result<Option<MessageId>> {
+        let side = self.side.as_mut().ok_or_else(|| Error::NotSubscribed {
+            channel: channel.to_string(),
+        })?;
+        let index = side.pumps.index_of(channel)?;
+        side.pumps.latest_message_id(index).await
+    }
+
+    /// Opens readers on `channels`, from the earliest message, as the plain stream does.
+    /// Readers keep no durable state and are independent of the stream's consumers.
+    pub async fn as_reader(&mut self, channels: &[&str], subscription: &str) -> Result<()> {
+        self.readers.add(channels, subscription).await
+    }
+
+    /// The next message of a reader channel, waiting for it; undecodable payloads are errors.
+    pub async fn next(&mut self, channel: &str) -> Result<crate::msg::TsMsg> {
+        self.readers.next(channel).await
+    }
+
+    /// Whether a reader channel has a message available now.
+    pub async fn has_next(&mut self, channel: &str) -> Result<bool> {
+        self.readers.has_next(channel).await
+    }
+
+    /// Moves readers to positions (each must name a reader channel); every target is checked
+    /// before any reader moves.
+    pub async fn seek_readers(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
+        self.readers.seek(positions, inclusive).await
     }
 
     /// The stream as a `futures::Stream` of packs.
@@ -301,6 +413,19 @@ impl TtMsgStream {
                 peak_buffered: s.peak_buffered.max(s.aligner.peak_buffered()),
                 late_messages: s.aligner.late_messages(),
                 uncommitted: s.commits.len(),
+                capped: s
+                    .capped_since
+                    .iter()
+                    .zip(s.aligner.channel_names())
+                    .enumerate()
+                    .filter_map(|(index, (since, name))| {
+                        since.map(|since| CappedChannel {
+                            channel: name.to_string(),
+                            held: s.aligner.buffered_in(index),
+                            since,
+                        })
+                    })
+                    .collect(),
             })
             .unwrap_or_default()
     }
@@ -319,6 +444,7 @@ impl TtMsgStream {
             side.pumps.close().await;
             side.closed = true;
         }
+        self.readers.close().await;
     }
 }
 

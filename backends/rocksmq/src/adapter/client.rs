@@ -25,6 +25,14 @@ impl RocksmqClient {
         })
     }
 
+    /// [`RocksmqClient::open`] on a blocking thread: opening recovers every topic's tail from
+    /// disk, which must not stall an async worker (or a whole `current_thread` runtime).
+    pub async fn connect(options: RocksmqOptions) -> Result<RocksmqClient> {
+        tokio::task::spawn_blocking(move || RocksmqClient::open(options))
+            .await
+            .map_err(|e| msgstream::Error::backend("rocksmq", format!("opening failed: {e}")))?
+    }
+
     /// The engine, for what the mq traits do not cover (retention, group administration).
     pub fn engine(&self) -> &Rocksmq {
         &self.engine
@@ -127,11 +135,22 @@ impl Client for RocksmqClient {
         if !self.engine.topic_exists(topic)? {
             return Ok(());
         }
-        self.engine.destroy_topic(topic)
+        // Deleting compacts the topic's range away: disk work, off the async workers.
+        let (engine, topic) = (self.engine.clone(), topic.to_string());
+        tokio::task::spawn_blocking(move || engine.destroy_topic(&topic))
+            .await
+            .map_err(|e| msgstream::Error::backend("rocksmq", format!("deleting failed: {e}")))?
     }
 
     async fn close(&self) {
-        self.engine.close();
+        // Closing syncs the WAL: disk work, off the async workers.
+        let engine = self.engine.clone();
+        if tokio::task::spawn_blocking(move || engine.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("rocksmq: closing the database panicked");
+        }
     }
 }
 
