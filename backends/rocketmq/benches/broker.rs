@@ -2,8 +2,7 @@
 //! `MSGSTREAM_ROCKETMQ_NAMESRV`). Prints one `case=… key=value …` line per case.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use msgstream_rocketmq::testserver as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,13 +16,17 @@ use msgstream_rocketmq::{
 const MESSAGES: usize = 4000;
 const BATCH: usize = 64;
 
+fn unique(prefix: &str) -> String {
+    msgstream::testkit::unique(prefix).replace('.', "_")
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> u128 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i].as_micros()
 }
 
 async fn produce(admin: &Admin, payload: usize, senders: usize) {
-    let topic = support::unique("bench").replace('.', "_");
+    let topic = unique("bench");
     admin.create_topic(&topic, 4).await.expect("topic");
     let producer = Arc::new(Producer::new(
         admin.clone(),
@@ -66,7 +69,7 @@ async fn produce(admin: &Admin, payload: usize, senders: usize) {
 }
 
 async fn produce_batch(admin: &Admin, payload: usize) -> String {
-    let topic = support::unique("bench").replace('.', "_");
+    let topic = unique("bench");
     admin.create_topic(&topic, 1).await.expect("topic");
     let producer = Producer::new(admin.clone(), "bench", Namespace::default(), 2);
     let batch: Vec<_> = (0..BATCH)
@@ -96,7 +99,7 @@ async fn produce_batch(admin: &Admin, payload: usize) -> String {
 async fn consume(admin: &Admin, topic: &str, payload: usize) {
     let options = ConsumerOptions {
         consume_from: ConsumeFrom::First,
-        ..ConsumerOptions::new(support::unique("bench-group"))
+        ..ConsumerOptions::new(unique("bench-group"))
     };
     let consumer = LitePullConsumer::new(admin, Namespace::default(), options).expect("consumer");
     consumer.subscribe(topic, Selector::All).expect("subscribe");

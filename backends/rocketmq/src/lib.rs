@@ -27,6 +27,8 @@ pub mod namesrv;
 mod producer;
 pub mod protocol;
 pub mod remoting;
+#[cfg(feature = "testserver")]
+pub mod testserver;
 
 pub use adapter::{RocketMqClient, RocketMqConsumer, RocketMqProducer, RocketMqReader};
 pub use admin::Admin;
