@@ -312,6 +312,49 @@ async fn assign_pull_from_seek_and_timestamps() {
     c.shutdown().await.expect("shutdown");
 }
 
+/// With one buffered batch per queue and in total, fetching waits for `poll` and loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_control_bounds_buffering_without_loss() {
+    let admin = admin();
+    let t = topic(&admin, "flow", 4).await;
+    let p = producer(&admin);
+    send(
+        &p,
+        &t,
+        (0..40).map(|i| i.to_string()),
+        &QueueSelector::RoundRobin,
+    )
+    .await;
+    let tight = ConsumerOptions {
+        pull_batch: 2,
+        queue_buffer: 1,
+        total_buffer: 1,
+        ..options(&support::unique("flow-g"))
+    };
+    let c = LitePullConsumer::new(&admin, Namespace::default(), tight).expect("new");
+    c.subscribe(&t, Selector::All).expect("subscribe");
+    c.start().await.expect("start");
+    let mut got = Vec::new();
+    while got.len() < 40 {
+        let r = next(&c).await;
+        assert!(r.messages.len() <= 2, "batches are bounded by pull_batch");
+        got.extend(bodies(&r));
+        c.ack(&r, ConsumeResult::Success).await.expect("ack");
+    }
+    got.sort_by_key(|b| b.parse::<u32>().expect("number"));
+    assert_eq!(
+        got,
+        (0..40).map(|i| i.to_string()).collect::<Vec<_>>(),
+        "each once"
+    );
+    assert!(c
+        .poll(Duration::from_millis(300))
+        .await
+        .expect("poll")
+        .is_none());
+    c.shutdown().await.expect("shutdown");
+}
+
 /// A joining consumer is noticed through the brokers' NOTIFY_CONSUMER_IDS_CHANGED alone (the
 /// periodic rebalance is far beyond the test's duration). rocketmq-rust 1.0.0 sends no
 /// notification when a consumer unregisters, so a leaving one is noticed by the periodic
@@ -433,6 +476,7 @@ async fn namespaces_tags_and_bad_inputs() {
     for (body, tag) in [("a", "A"), ("b", "B"), ("c", "A")] {
         let m = OutgoingMessage {
             tag: Some(tag.into()),
+            keys: vec![format!("key-{body}"), "shared".into()],
             ..OutgoingMessage::new(&t, body)
         };
         p.send(&m, &QueueSelector::ByKey("k".into()))
@@ -451,6 +495,12 @@ async fn namespaces_tags_and_bad_inputs() {
             r.messages.iter().all(|m| m.topic == t),
             "namespace stripped"
         );
+        for m in &r.messages {
+            let keys = m.properties.get("KEYS").map(String::as_str);
+            let body = String::from_utf8_lossy(&m.body).into_owned();
+            assert_eq!(keys, Some(format!("key-{body} shared").as_str()));
+            assert_eq!(m.tag(), Some("A"));
+        }
         got.extend(bodies(&r));
     }
     assert_eq!(got, ["a", "c"]);
