@@ -173,15 +173,16 @@ impl LitePullConsumer {
                 }
             }
         }
-        self.inner.state().started = true;
-        match mode {
-            Mode::Subscribe => self.inner.rebalance().await?,
-            _ => {
-                for mq in &assigned {
-                    self.inner.start_queue(mq).await?;
-                }
-            }
+        let fetching = match mode {
+            Mode::Subscribe => self.inner.rebalance().await,
+            _ => self.start_assigned(&assigned).await,
+        };
+        if let Err(e) = fetching {
+            // Nothing half-started stays behind: start can be called again.
+            self.inner.abort_all();
+            return Err(e);
         }
+        self.inner.state().started = true;
         let notices = self
             .notices
             .lock()
@@ -189,6 +190,13 @@ impl LitePullConsumer {
             .take();
         let tasks = super::background::spawn(&self.inner, mode, notices);
         self.inner.state().background.extend(tasks);
+        Ok(())
+    }
+
+    async fn start_assigned(&self, queues: &[MessageQueue]) -> Result<()> {
+        for mq in queues {
+            self.inner.start_queue(mq).await?;
+        }
         Ok(())
     }
 
