@@ -8,6 +8,9 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 
 const PERM_WRITE: i32 = 0x2;
+/// More queues than any broker hosts for one topic: a route claiming this many is garbage,
+/// refused before a queue list of that size is built.
+const MAX_QUEUES: i32 = 65_536;
 const PERM_READ: i32 = 0x4;
 
 /// One queue of a topic on one broker.
@@ -96,6 +99,12 @@ impl TopicRoute {
             }
         }
         for q in json.queue_datas {
+            if q.read_queue_nums.max(q.write_queue_nums) > MAX_QUEUES {
+                return Err(Error::Protocol(format!(
+                    "route of {topic:?} claims more than {MAX_QUEUES} queues on {}",
+                    q.broker_name
+                )));
+            }
             if !route.masters.contains_key(&q.broker_name) {
                 continue;
             }
@@ -184,5 +193,10 @@ mod tests {
             .masters
             .is_empty());
         assert!(TopicRoute::parse("t", b"not json").is_err());
+        let huge = br#"{"queueDatas":[{"brokerName":"b","readQueueNums":2000000000,"writeQueueNums":1,"perm":6}],"brokerDatas":[{"brokerName":"b","brokerAddrs":{"0":"x:1"}}]}"#;
+        assert!(matches!(
+            TopicRoute::parse("t", huge),
+            Err(Error::Protocol(_))
+        ));
     }
 }
