@@ -24,6 +24,13 @@ async fn topic(admin: &Admin, prefix: &str, queues: u32) -> String {
     name
 }
 
+/// The broker the tests' topics live on (the only one of the shared cluster; its name is not
+/// assumed, so an external cluster named by `MSGSTREAM_ROCKETMQ_NAMESRV` works too).
+async fn broker(admin: &Admin) -> String {
+    let masters = admin.name_servers().masters().await.expect("masters");
+    masters.into_keys().next().expect("a broker")
+}
+
 fn producer(admin: &Admin) -> Producer {
     Producer::new(admin.clone(), "test-producer", Namespace::default(), 2)
 }
@@ -97,7 +104,7 @@ async fn order_on_one_queue_and_resume_after_ack() {
         seen,
         (0..seen.len()).map(|i| i.to_string()).collect::<Vec<_>>()
     );
-    let mq = MessageQueue::new(&t, "broker-a", 0);
+    let mq = MessageQueue::new(&t, &broker(&admin).await, 0);
     assert_eq!(
         c.current_offset(&mq).await.expect("offset"),
         Some(seen.len() as i64)
@@ -156,7 +163,7 @@ async fn retry_later_redelivers_then_dead_letters() {
             .expect("retry later");
         c.request_rebalance();
     }
-    let dlq = MessageQueue::new(format!("%DLQ%{group}"), "broker-a", 0);
+    let dlq = MessageQueue::new(format!("%DLQ%{group}"), &broker(&admin).await, 0);
     let dead = within("the dead letter", async {
         loop {
             match c.pull_from(&dlq, 0, 8).await {
@@ -196,7 +203,7 @@ async fn retry_later_falls_back_to_resending() {
     let copy = within("the re-sent copy", async {
         loop {
             for prefix in ["%RETRY%", "%DLQ%"] {
-                let q = MessageQueue::new(format!("{prefix}{group}"), "broker-a", 0);
+                let q = MessageQueue::new(format!("{prefix}{group}"), &broker(&admin).await, 0);
                 if let Ok(o) = c.pull_from(&q, 0, 1).await {
                     if let Some(m) = o.messages.into_iter().next() {
                         return m;
@@ -221,7 +228,7 @@ async fn assign_pull_from_seek_and_timestamps() {
     let admin = admin();
     let t = topic(&admin, "seek", 2).await;
     let p = producer(&admin);
-    let q0 = MessageQueue::new(&t, "broker-a", 0);
+    let q0 = MessageQueue::new(&t, &broker(&admin).await, 0);
     send(
         &p,
         &t,
@@ -285,9 +292,9 @@ async fn assign_pull_from_seek_and_timestamps() {
         c.seek(&q0, 11).await,
         Err(Error::InvalidArgument(_))
     ));
-    let q1 = MessageQueue::new(&t, "broker-a", 1);
+    let q1 = MessageQueue::new(&t, &broker(&admin).await, 1);
     assert!(matches!(c.seek(&q1, 0).await, Err(Error::IllegalState(_))));
-    let bad = MessageQueue::new(&t, "broker-a", 9);
+    let bad = MessageQueue::new(&t, &broker(&admin).await, 9);
     assert!(matches!(
         c.pull_from(&bad, 0, 1).await,
         Err(Error::NoSuchQueue { .. })
@@ -521,7 +528,7 @@ async fn namespaces_tags_and_bad_inputs() {
             .await,
         Err(Error::TopicNotFound(_))
     ));
-    let bad_queue = QueueSelector::Queue(MessageQueue::new(ns.wrap(&t), "broker-a", 7));
+    let bad_queue = QueueSelector::Queue(MessageQueue::new(ns.wrap(&t), &broker(&admin).await, 7));
     assert!(matches!(
         p.send(&OutgoingMessage::new(&t, "x"), &bad_queue).await,
         Err(Error::NoSuchQueue { .. })
