@@ -47,12 +47,16 @@ pub const SEND_BATCH_MESSAGE: i32 = 320;
 
 /// SUCCESS.
 pub const SUCCESS: i32 = 0;
-/// SYSTEM_ERROR.
-pub const SYSTEM_ERROR: i32 = 1;
 /// SYSTEM_BUSY.
 pub const SYSTEM_BUSY: i32 = 2;
 /// REQUEST_CODE_NOT_SUPPORTED.
 pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
+/// FLUSH_DISK_TIMEOUT (stored, but not yet flushed as the broker's policy wants).
+pub const FLUSH_DISK_TIMEOUT: i32 = 10;
+/// SLAVE_NOT_AVAILABLE.
+pub const SLAVE_NOT_AVAILABLE: i32 = 11;
+/// FLUSH_SLAVE_TIMEOUT.
+pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
 /// SERVICE_NOT_AVAILABLE.
 pub const SERVICE_NOT_AVAILABLE: i32 = 14;
 /// TOPIC_NOT_EXIST.
@@ -65,8 +69,6 @@ pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
 pub const PULL_OFFSET_MOVED: i32 = 21;
 /// QUERY_NOT_FOUND.
 pub const QUERY_NOT_FOUND: i32 = 22;
-/// SUBSCRIPTION_GROUP_NOT_EXIST.
-pub const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
 /// FLOW_CONTROL.
 pub const FLOW_CONTROL: i32 = 215;
 
@@ -74,6 +76,11 @@ pub const FLOW_CONTROL: i32 = 215;
 pub fn is_transient(code: i32) -> bool {
     matches!(
         code,
-        SYSTEM_BUSY | SERVICE_NOT_AVAILABLE | FLOW_CONTROL | 10 | 11 | 12
+        SYSTEM_BUSY
+            | SERVICE_NOT_AVAILABLE
+            | FLOW_CONTROL
+            | FLUSH_DISK_TIMEOUT
+            | SLAVE_NOT_AVAILABLE
+            | FLUSH_SLAVE_TIMEOUT
     )
 }

@@ -24,11 +24,6 @@ pub const MAX_FRAME: usize = 16 * 1024 * 1024;
 
 const SER_JSON: u8 = 0;
 const SER_ROCKETMQ: u8 = 1;
-/// Language codes of the binary header (`LanguageCode`), by name of the JSON header.
-const LANGUAGES: [&str; 14] = [
-    "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP",
-    "OMS", "RUST", "NODE_JS",
-];
 
 /// One remoting command: a request, a response, or a oneway request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -288,8 +283,8 @@ fn take_len(buf: &mut Bytes, what: &str) -> Result<usize> {
 fn decode_binary(mut h: Bytes) -> Result<Command> {
     need(&h, 13, "fixed fields")?;
     let code = i32::from(h.get_i16());
-    let _language = LANGUAGES.get(usize::from(h.get_u8()));
-    let _version = h.get_i16();
+    // Language (u8) and version (i16) are informational.
+    h.advance(3);
     let opaque = h.get_i32();
     let flag = h.get_i32();
     let rlen = take_len(&mut h, "remark")?;
