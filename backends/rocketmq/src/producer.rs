@@ -2,7 +2,6 @@
 //! and batch sends.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
@@ -11,7 +10,7 @@ use crate::admin::Admin;
 use crate::error::{Error, Result};
 use crate::namespace::Namespace;
 use crate::protocol::route::{MessageQueue, TopicRoute};
-use crate::protocol::{codes, properties, stored};
+use crate::protocol::{codes, java_hash, properties, stored};
 use crate::remoting::Command;
 
 /// A message to send.
@@ -128,9 +127,9 @@ impl Producer {
                 vec![q]
             }
             QueueSelector::ByKey(key) => {
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                key.hash(&mut h);
-                vec![queues[(h.finish() % queues.len() as u64) as usize].clone()]
+                // As Java's SelectMessageQueueByHash: |hashCode| % queues.
+                let index = java_hash(key).unsigned_abs() as usize % queues.len();
+                vec![queues[index].clone()]
             }
             QueueSelector::RoundRobin => {
                 // Start at the next queue; on retry prefer queues of other brokers.

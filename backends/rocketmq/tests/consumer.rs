@@ -538,3 +538,46 @@ async fn namespaces_tags_and_bad_inputs() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// Keyed sends stay on one queue (the one Java's hash selector picks); explicit queues are
+/// honoured; round robin visits every queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_selection() {
+    let admin = admin();
+    let t = topic(&admin, "select", 4).await;
+    let p = producer(&admin);
+    let mut keyed = std::collections::BTreeSet::new();
+    for i in 0..6 {
+        let sent = p
+            .send(
+                &OutgoingMessage::new(&t, format!("k{i}")),
+                &QueueSelector::ByKey("order-7".into()),
+            )
+            .await
+            .expect("send");
+        keyed.insert(sent.queue.queue_id);
+    }
+    let expected = msgstream_rocketmq::protocol::java_hash("order-7").unsigned_abs() % 4;
+    assert_eq!(keyed.into_iter().collect::<Vec<_>>(), [expected as i32]);
+    let q2 = MessageQueue::new(&t, &broker(&admin).await, 2);
+    let sent = p
+        .send(
+            &OutgoingMessage::new(&t, "x"),
+            &QueueSelector::Queue(q2.clone()),
+        )
+        .await
+        .expect("send");
+    assert_eq!(sent.queue, q2);
+    let mut visited = std::collections::BTreeSet::new();
+    for i in 0..4 {
+        let sent = p
+            .send(
+                &OutgoingMessage::new(&t, format!("r{i}")),
+                &QueueSelector::RoundRobin,
+            )
+            .await
+            .expect("send");
+        visited.insert(sent.queue.queue_id);
+    }
+    assert_eq!(visited.len(), 4);
+}

@@ -9,15 +9,9 @@ use serde_json::json;
 use super::allocate::allocate_average;
 use super::{Inner, Mode};
 use crate::error::Result;
-use crate::protocol::codes;
 use crate::protocol::route::MessageQueue;
+use crate::protocol::{codes, java_hash};
 use crate::remoting::Command;
-
-/// Java's `String.hashCode`, which the broker's tag filter compares.
-fn java_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
-}
 
 impl Inner {
     fn heartbeat_body(&self) -> Vec<u8> {
@@ -123,15 +117,5 @@ impl Inner {
             self.start_queue(new).await?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn java_string_hash() {
-        assert_eq!(super::java_hash(""), 0);
-        assert_eq!(super::java_hash("TagA"), 2_598_919);
-        assert_eq!(super::java_hash("hello world"), 1_794_106_052);
     }
 }
