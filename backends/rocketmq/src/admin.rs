@@ -89,14 +89,26 @@ impl Admin {
     /// Creates (or updates) `topic` with `queues` read and write queues on every master, then
     /// waits until the name servers route it.
     pub async fn create_topic(&self, topic: &str, queues: u32) -> Result<()> {
-        let masters = self.namesrv.masters().await?;
+        self.create_topic_on(topic, queues, usize::MAX).await
+    }
+
+    /// Creates `topic` with `queues` queues on the first `brokers` masters (by name), then
+    /// waits until the name servers route it there.
+    pub async fn create_topic_on(&self, topic: &str, queues: u32, brokers: usize) -> Result<()> {
+        let masters: Vec<String> = self
+            .namesrv
+            .masters()
+            .await?
+            .into_values()
+            .take(brokers)
+            .collect();
         if masters.is_empty() {
             return Err(Error::Disconnected {
                 addr: "name servers".into(),
                 reason: "no broker is registered".into(),
             });
         }
-        for addr in masters.values() {
+        for addr in &masters {
             let command = Command::request(
                 codes::CREATE_TOPIC,
                 [

@@ -6,16 +6,53 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use msgstream::mq::{Client, ProducerMessage};
 use msgstream::testkit::within;
 use msgstream_rocketmq::namespace::Namespace;
 use msgstream_rocketmq::{
     ConsumeFrom, ConsumeResult, ConsumerOptions, LitePullConsumer, MessageQueue, OutgoingMessage,
-    Producer, QueueSelector,
+    Producer, QueueSelector, RocketMqClient,
 };
+
+/// A channel is one queue even on a cluster of several brokers: everything produced is
+/// consumed, in order.
+async fn channel_is_one_queue(cluster: &support::Cluster) {
+    let client = RocketMqClient::connect(cluster.config())
+        .await
+        .expect("connect");
+    let channel = support::unique("chan");
+    let producer = client.create_producer(&channel).await.expect("producer");
+    for i in 0..6 {
+        producer
+            .send(ProducerMessage::new(format!("{i}")))
+            .await
+            .expect("send");
+    }
+    let route = client
+        .admin()
+        .name_servers()
+        .refresh(&channel)
+        .await
+        .expect("route");
+    assert_eq!(route.read_queues.len(), 1, "{route:?}");
+    let mut consumer = client
+        .subscribe(msgstream::mq::ConsumerOptions::new(&channel, "g"))
+        .await
+        .expect("subscribe");
+    for i in 0..6 {
+        let m = within("a message", consumer.recv())
+            .await
+            .expect("recv")
+            .expect("open");
+        assert_eq!(m.payload.as_ref(), format!("{i}").as_bytes());
+    }
+    consumer.close().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_fail_over_to_the_surviving_broker() {
     let mut cluster = support::Cluster::start_with(2);
+    channel_is_one_queue(&cluster).await;
     let admin = support::admin_for(&cluster.namesrv);
     let topic = support::unique("two").replace('.', "_");
     admin.create_topic(&topic, 2).await.expect("create on both");

@@ -60,13 +60,15 @@ impl Shared {
         Ok(())
     }
 
-    /// Creates the channel's topic (one queue) unless it exists; returns its only queue.
+    /// Creates the channel's topic unless it exists: one queue on one broker, the first by
+    /// name (strict order needs a single queue). Returns the queue producers and consumers of
+    /// the channel use: the first readable one, should the topic exist with more.
     pub async fn ensure_topic(&self, topic: &str) -> Result<MessageQueue> {
         let wrapped = self.namespace.wrap(topic);
         let route = match self.admin.namesrv.route(&wrapped).await {
             Ok(route) => route,
             Err(crate::Error::TopicNotFound(_)) => {
-                self.admin.create_topic(&wrapped, 1).await?;
+                self.admin.create_topic_on(&wrapped, 1, 1).await?;
                 self.admin.namesrv.route(&wrapped).await?
             }
             Err(e) => return Err(e.into()),
@@ -176,11 +178,12 @@ impl Client for RocketMqClient {
     async fn create_producer(&self, topic: &str) -> Result<Box<dyn Producer>> {
         self.shared.check_open()?;
         let name = broker_name("topic", topic)?;
-        self.shared.ensure_topic(&name).await?;
+        let queue = self.shared.ensure_topic(&name).await?;
         Ok(Box::new(RocketMqProducer::new(
             self.shared.clone(),
             topic.to_owned(),
             name,
+            queue,
         )))
     }
 

@@ -10,21 +10,30 @@ use msgstream::{Error, Result};
 use super::client::Shared;
 use super::id_of;
 use crate::producer::{OutgoingMessage, QueueSelector};
+use crate::MessageQueue;
 
 /// A producer of one channel; sends are synchronous (acknowledged by the broker).
 pub struct RocketMqProducer {
     shared: Arc<Shared>,
     channel: String,
     broker_topic: String,
+    /// The channel's queue: every message goes there, so order is the queue's order.
+    queue: QueueSelector,
     closed: AtomicBool,
 }
 
 impl RocketMqProducer {
-    pub(crate) fn new(shared: Arc<Shared>, channel: String, topic: String) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        channel: String,
+        topic: String,
+        queue: MessageQueue,
+    ) -> Self {
         RocketMqProducer {
             shared,
             channel,
             broker_topic: topic,
+            queue: QueueSelector::Queue(queue),
             closed: AtomicBool::new(false),
         }
     }
@@ -55,7 +64,7 @@ impl Producer for RocketMqProducer {
         let sent = self
             .shared
             .producer
-            .send(&self.outgoing(message), &QueueSelector::RoundRobin)
+            .send(&self.outgoing(message), &self.queue)
             .await?;
         self.shared.produced(&sent.queue, sent.queue_offset);
         Ok(id_of(sent.queue_offset))
@@ -64,11 +73,7 @@ impl Producer for RocketMqProducer {
     async fn send_batch(&self, messages: Vec<ProducerMessage>) -> Result<Vec<MessageId>> {
         self.check_open()?;
         let batch: Vec<OutgoingMessage> = messages.into_iter().map(|m| self.outgoing(m)).collect();
-        let sent = self
-            .shared
-            .producer
-            .send_batch(&batch, &QueueSelector::RoundRobin)
-            .await?;
+        let sent = self.shared.producer.send_batch(&batch, &self.queue).await?;
         if let Some(last) = sent.last() {
             self.shared.produced(&last.queue, last.queue_offset);
         }
