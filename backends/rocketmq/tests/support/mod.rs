@@ -1,5 +1,7 @@
 //! The crate's test servers (`msgstream_rocketmq::testserver`), plus names for tests.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
+
+pub mod lite;
 
 pub use msgstream_rocketmq::testserver::*;
 
