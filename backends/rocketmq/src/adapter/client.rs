@@ -42,7 +42,7 @@ pub(crate) struct Shared {
     pub admin: Admin,
     pub namespace: Namespace,
     pub producer: RawProducer,
-    /// (channel, subscription) pairs with a live consumer (see [`super::lease`]).
+    /// (channel, subscription) pairs with a live consumer (see the lease module).
     pub leases: Arc<Mutex<HashSet<(String, String)>>>,
     closed: AtomicBool,
     pub closing: watch::Sender<bool>,

@@ -22,7 +22,9 @@ static EPOCHS: AtomicU64 = AtomicU64::new(1);
 
 /// A consumer of one subscription. It is assigned the channel's only queue; acks move the
 /// group's offset cumulatively, persisted on an interval, on close and by [`Self::flush`].
-/// It holds the subscription's lease (see [`super::lease`]) until closed or dropped.
+/// It holds the subscription's lease until closed or dropped: subscriptions are exclusive per
+/// client (RocketMQ cannot tell one process about another's consumers, so two processes
+/// consuming one subscription are not detected).
 pub struct RocketMqConsumer {
     shared: Arc<Shared>,
     subscription: String,
