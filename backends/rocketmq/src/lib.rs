@@ -6,9 +6,11 @@
 //! ([`LitePullConsumer`]), and the `msgstream::mq` adapter ([`RocketMqClient`]).
 //!
 //! ## Mapping onto the mq contract
-//! A channel is a topic with **one** queue (so order is strict), created on first use; a
-//! subscription is a consumer group whose committed offset is the acked position; a message id
-//! is the queue offset as a big-endian `u64`.
+//! A channel is a topic with **one** queue on one broker (so order is strict), created on first
+//! use; a subscription is the consumer group `<group_prefix><topic>%<subscription>`, whose
+//! committed offset is the acked position; a message id is the queue offset as a big-endian
+//! `u64`. Subscriptions are exclusive per client (see the crate README for what RocketMQ
+//! cannot enforce, and for where the rocketmq-rust server deviates from Java's).
 //!
 //! ## Server compatibility
 //! Requests are sent with JSON headers carrying `serializeTypeCurrentRPC` and string-only
