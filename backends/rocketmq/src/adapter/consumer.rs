@@ -1,0 +1,241 @@
+//! [`RocketMqConsumer`]: one subscription (consumer group) on one channel's queue.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use msgstream::mq::{
+    Acker, Consumer, ConsumerOptions, Delivery, InitialPosition, Message, MessageId,
+};
+use msgstream::{Error, Result};
+
+use super::client::Shared;
+use super::lease::Lease;
+use super::{broker_name, checked_offset, id_of, offset_of, to_message};
+use crate::consumer::{ConsumeFrom, ConsumerOptions as LiteOptions, LitePullConsumer};
+use crate::MessageQueue;
+
+/// Process-wide delivery epochs: every consumer and every seek gets a new one.
+static EPOCHS: AtomicU64 = AtomicU64::new(1);
+
+/// A consumer of one subscription. It is assigned the channel's only queue; acks move the
+/// group's offset cumulatively, persisted on an interval, on close and by [`Self::flush`].
+/// It holds the subscription's lease until closed or dropped: subscriptions are exclusive per
+/// client (RocketMQ cannot tell one process about another's consumers, so two processes
+/// consuming one subscription are not detected).
+pub struct RocketMqConsumer {
+    shared: Arc<Shared>,
+    subscription: String,
+    acks: Arc<Acks>,
+    buffer: VecDeque<Message>,
+    lease: Lease,
+}
+
+/// What acking needs, shared by a consumer and its [`Acker`] handles.
+struct Acks {
+    channel: Arc<str>,
+    queue: MessageQueue,
+    lite: LitePullConsumer,
+    epoch: AtomicU64,
+    /// The next offset to consume as acked so far (acks are cumulative: it never moves back,
+    /// except by a seek).
+    acked: AtomicI64,
+    closed: AtomicBool,
+}
+
+#[async_trait]
+impl Acker for Acks {
+    async fn ack(&self, message: &Message) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("rocketmq consumer"));
+        }
+        if *message.topic != *self.channel {
+            return Err(Error::InvalidArgument(format!(
+                "message of channel {:?} acked on a consumer of {:?}",
+                message.topic, self.channel
+            )));
+        }
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if message.delivery.epoch != epoch {
+            return Err(Error::StaleDelivery(format!(
+                "message {:?} was delivered in epoch {}, the consumer is at epoch {epoch} (it seeked or was re-created since)",
+                message.id, message.delivery.epoch
+            )));
+        }
+        let next = offset_of(&message.id)? + 1;
+        if self.acked.fetch_max(next, Ordering::AcqRel) < next {
+            self.lite.update_offset(&self.queue, next)?;
+        }
+        Ok(())
+    }
+}
+
+impl RocketMqConsumer {
+    pub(crate) async fn open(shared: Arc<Shared>, options: ConsumerOptions) -> Result<Self> {
+        let topic = broker_name("topic", &options.topic)?;
+        let group = shared.group(&topic, &options.subscription)?;
+        let lease = Lease::take(&shared.leases, &options.topic, &options.subscription)?;
+        let queue = shared.ensure_topic(&topic).await?;
+        let wrapped_group = shared.namespace.wrap(&group);
+        let admin = &shared.admin;
+        // A new subscription starts where the options say, fixed now: its start is committed
+        // at once, so a Latest subscription sees exactly the messages produced from here on.
+        let acked = match admin.query_consumer_offset(&wrapped_group, &queue).await? {
+            Some(offset) => offset,
+            None => {
+                let start = match options.initial_position {
+                    InitialPosition::Earliest => admin.min_offset(&queue).await?,
+                    InitialPosition::Latest => admin.max_offset(&queue).await?,
+                };
+                admin.create_group(&wrapped_group).await?;
+                admin
+                    .update_consumer_offset(&wrapped_group, &queue, start)
+                    .await?;
+                start
+            }
+        };
+        let config = &shared.config;
+        let batch = config.poll_batch.max(1);
+        let lite_options = LiteOptions {
+            consume_from: ConsumeFrom::First,
+            pull_batch: batch,
+            total_buffer: (options.buffer / batch as usize).max(2),
+            persist_interval: Duration::from_millis(config.persist_interval_ms.max(1)),
+            request_timeout: Duration::from_millis(config.send_timeout_ms.max(1)),
+            ..LiteOptions::new(group)
+        };
+        let lite = LitePullConsumer::new(admin, shared.namespace.clone(), lite_options)?;
+        lite.assign(vec![queue.clone()])?;
+        lite.start().await?;
+        Ok(RocketMqConsumer {
+            subscription: options.subscription.clone(),
+            acks: Arc::new(Acks {
+                channel: Arc::from(options.topic.as_str()),
+                queue,
+                lite,
+                epoch: AtomicU64::new(EPOCHS.fetch_add(1, Ordering::Relaxed)),
+                acked: AtomicI64::new(acked),
+                closed: AtomicBool::new(false),
+            }),
+            shared,
+            buffer: VecDeque::new(),
+            lease,
+        })
+    }
+
+    fn closed(&self) -> bool {
+        self.acks.closed.load(Ordering::Acquire)
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed() {
+            return Err(Error::Closed("rocketmq consumer"));
+        }
+        self.shared.check_open()
+    }
+
+    /// Persists the acked position now.
+    pub async fn flush(&self) -> Result<()> {
+        self.check_open()?;
+        Ok(self.acks.lite.persist_offset().await?)
+    }
+}
+
+#[async_trait]
+impl Consumer for RocketMqConsumer {
+    fn topic(&self) -> &str {
+        &self.acks.channel
+    }
+
+    fn subscription(&self) -> &str {
+        &self.subscription
+    }
+
+    async fn recv(&mut self) -> Result<Option<Message>> {
+        Ok(self.recv_batch(1).await?.pop())
+    }
+
+    async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
+        let max = max.max(1);
+        let mut closing = self.shared.closing.subscribe();
+        loop {
+            if self.closed() || *closing.borrow_and_update() {
+                return Ok(Vec::new());
+            }
+            if !self.buffer.is_empty() {
+                let n = max.min(self.buffer.len());
+                return Ok(self.buffer.drain(..n).collect());
+            }
+            let polled = tokio::select! {
+                polled = self.acks.lite.poll(Duration::from_secs(3600)) => polled,
+                _ = closing.changed() => return Ok(Vec::new()),
+            };
+            match polled {
+                Ok(Some(request)) => {
+                    let delivery = Delivery {
+                        epoch: self.acks.epoch.load(Ordering::Acquire),
+                    };
+                    let channel = &self.acks.channel;
+                    self.buffer.extend(
+                        request
+                            .messages
+                            .iter()
+                            .cloned()
+                            .map(|m| to_message(channel, m, delivery)),
+                    );
+                }
+                Ok(None) => {}
+                Err(crate::Error::Closed(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    async fn ack(&self, message: &Message) -> Result<()> {
+        self.shared.check_open()?;
+        self.acks.ack(message).await
+    }
+
+    fn acker(&self) -> Arc<dyn Acker> {
+        self.acks.clone()
+    }
+
+    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
+        self.check_open()?;
+        let offset = checked_offset(
+            &self.shared,
+            &self.acks.channel,
+            &self.acks.queue,
+            id,
+            inclusive,
+        )
+        .await?;
+        self.acks.lite.reposition(&self.acks.queue, offset)?;
+        self.acks.lite.persist_offset().await?;
+        self.acks.acked.store(offset, Ordering::Release);
+        self.buffer.clear();
+        self.acks
+            .epoch
+            .store(EPOCHS.fetch_add(1, Ordering::Relaxed), Ordering::Release);
+        Ok(())
+    }
+
+    async fn latest_message_id(&self) -> Result<Option<MessageId>> {
+        self.check_open()?;
+        let max = self.shared.max_offset(&self.acks.queue).await?;
+        Ok((max > 0).then(|| id_of(max - 1)))
+    }
+
+    async fn close(&mut self) {
+        if self.acks.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.buffer.clear();
+        if let Err(e) = self.acks.lite.shutdown().await {
+            tracing::warn!(error = %e, "persisting the rocketmq offset at close failed");
+        }
+        self.lease.release();
+    }
+}

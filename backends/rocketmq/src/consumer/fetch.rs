@@ -1,0 +1,110 @@
+//! The background fetch task of one queue: long-polls the broker and hands batches to `poll`
+//! through a bounded channel, within the per-queue and total buffer limits.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use super::pull::{pull, PullRequest};
+use super::Inner;
+use crate::protocol::route::MessageQueue;
+use crate::protocol::stored::StoredMessage;
+
+const MIN_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// One queue's batch, as `poll` returns it.
+#[derive(Debug)]
+pub struct ConsumeRequest {
+    /// The queue (broker-side names).
+    pub queue: MessageQueue,
+    /// Messages in queue order; `topic` is the application-side topic (a retried message
+    /// carries its original topic).
+    pub messages: Vec<StoredMessage>,
+    pub(super) generation: u64,
+    pub(super) _permit: OwnedSemaphorePermit,
+}
+
+/// Where a fetch task starts and what can stop or pause it.
+pub(super) struct FetchTask {
+    pub queue: MessageQueue,
+    pub offset: i64,
+    pub generation: u64,
+    pub paused: watch::Receiver<bool>,
+}
+
+pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
+    let permits = Arc::new(Semaphore::new(inner.options.queue_buffer.max(1)));
+    let selector = inner.selector_of(&task.queue.topic);
+    let expression = selector.expression();
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        if !wait_unpaused(&mut task.paused).await {
+            return;
+        }
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let request = PullRequest {
+            group: &inner.group,
+            queue: &task.queue,
+            offset: task.offset,
+            max: inner.options.pull_batch,
+            expression: &expression,
+            suspend: inner.options.long_poll,
+        };
+        match pull(&inner.admin, &request).await {
+            Ok(outcome) if outcome.offset_moved && outcome.next_offset < task.offset => {
+                // The queue ends before our offset: the broker has not indexed the newest
+                // messages yet (a seek to a just-acknowledged id). Going back would deliver
+                // messages before the seek point, so wait for the index to catch up.
+                drop(permit);
+                tokio::time::sleep(MIN_BACKOFF).await;
+            }
+            Ok(outcome) => {
+                backoff = MIN_BACKOFF;
+                task.offset = outcome.next_offset;
+                let messages: Vec<StoredMessage> = outcome
+                    .messages
+                    .into_iter()
+                    .filter(|m| selector.matches(m.tag()))
+                    .map(|m| inner.to_application(m))
+                    .collect();
+                // A pull in flight when the queue was paused holds its batch until resumed.
+                if messages.is_empty() || !wait_unpaused(&mut task.paused).await {
+                    continue;
+                }
+                let request = ConsumeRequest {
+                    queue: task.queue.clone(),
+                    messages,
+                    generation: task.generation,
+                    _permit: permit,
+                };
+                if inner.batches.send(request).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                drop(permit);
+                if inner.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                tracing::debug!(queue = %task.queue, error = %e, "rocketmq pull failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// Waits while the queue is paused; false if the consumer is gone.
+async fn wait_unpaused(paused: &mut watch::Receiver<bool>) -> bool {
+    while *paused.borrow_and_update() {
+        if paused.changed().await.is_err() {
+            return false;
+        }
+    }
+    true
+}

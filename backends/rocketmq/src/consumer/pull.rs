@@ -1,0 +1,105 @@
+//! One PULL_MESSAGE request and its outcome.
+
+use std::time::Duration;
+
+use crate::admin::Admin;
+use crate::error::{Error, Result};
+use crate::protocol::codes;
+use crate::protocol::route::MessageQueue;
+use crate::protocol::stored::{self, StoredMessage};
+use crate::remoting::Command;
+
+/// Pull flag: the broker may hold the request until a message arrives.
+const SUSPEND: u32 = 0x2;
+/// Pull flag: the subscription expression travels in the request.
+const SUBSCRIPTION: u32 = 0x4;
+
+/// What one pull returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullOutcome {
+    /// Messages found (empty when there was nothing new or the tag filter skipped everything).
+    pub messages: Vec<StoredMessage>,
+    /// Where the next pull of this queue starts.
+    pub next_offset: i64,
+    /// Whether the requested offset was out of range (the broker moved it to `next_offset`).
+    pub offset_moved: bool,
+}
+
+/// One pull request.
+pub struct PullRequest<'a> {
+    /// Consumer group (broker-side name).
+    pub group: &'a str,
+    /// Queue.
+    pub queue: &'a MessageQueue,
+    /// First offset wanted.
+    pub offset: i64,
+    /// At most this many messages.
+    pub max: u32,
+    /// Tag expression.
+    pub expression: &'a str,
+    /// How long the broker may wait for a message (zero: answer at once).
+    pub suspend: Duration,
+}
+
+/// Sends `request` to the queue's broker and decodes the answer.
+pub async fn pull(admin: &Admin, request: &PullRequest<'_>) -> Result<PullOutcome> {
+    let addr = admin.broker_of(request.queue).await?;
+    let mut flag = SUBSCRIPTION;
+    if !request.suspend.is_zero() {
+        flag |= SUSPEND;
+    }
+    let command = Command::request(
+        codes::PULL_MESSAGE,
+        [
+            ("consumerGroup", request.group.to_owned()),
+            ("topic", request.queue.topic.clone()),
+            ("queueId", request.queue.queue_id.to_string()),
+            ("queueOffset", request.offset.to_string()),
+            ("maxMsgNums", request.max.to_string()),
+            ("sysFlag", flag.to_string()),
+            ("commitOffset", "0".to_owned()),
+            (
+                "suspendTimeoutMillis",
+                request.suspend.as_millis().to_string(),
+            ),
+            ("subscription", request.expression.to_owned()),
+            ("subVersion", "0".to_owned()),
+            ("expressionType", "TAG".to_owned()),
+        ],
+    );
+    let timeout = admin.timeout + request.suspend;
+    let response = match admin.remoting.invoke(&addr, command, timeout).await {
+        Ok(response) => response,
+        Err(e) => {
+            admin.namesrv.invalidate(&request.queue.topic);
+            return Err(e);
+        }
+    };
+    let next = |r: &Command| r.num::<i64>("nextBeginOffset");
+    match response.code {
+        codes::SUCCESS => {
+            let next_offset = next(&response)?;
+            Ok(PullOutcome {
+                messages: stored::decode_all(response.body)?,
+                next_offset,
+                offset_moved: false,
+            })
+        }
+        codes::PULL_NOT_FOUND | codes::PULL_RETRY_IMMEDIATELY => Ok(PullOutcome {
+            messages: Vec::new(),
+            next_offset: next(&response).unwrap_or(request.offset),
+            offset_moved: false,
+        }),
+        codes::PULL_OFFSET_MOVED => Ok(PullOutcome {
+            messages: Vec::new(),
+            next_offset: next(&response)?,
+            offset_moved: true,
+        }),
+        codes::TOPIC_NOT_EXIST => Err(Error::TopicNotFound(request.queue.topic.clone())),
+        code => Err(Error::Response {
+            request: codes::PULL_MESSAGE,
+            code,
+            remark: response.remark.unwrap_or_default(),
+        }),
+    }
+}
