@@ -1,0 +1,16 @@
+//! # msgstream-nsq
+//!
+//! An NSQ protocol V2 client written on tokio, and the `msgstream::mq` backend over it.
+//!
+//! Layers, each its own module: [`codec`] (bytes ↔ commands and frames, no I/O), [`conn`]
+//! (one negotiated connection), [`producer`] (PUB/MPUB/DPUB/PUB_TRACE over a pool with
+//! failover), [`consumer`] (go-nsq's push model: RDY flow control, backoff, attempts, lookupd
+//! discovery, graceful stop), and the Youzan extensions (partitions, ordered and offset
+//! subscriptions) threaded through them.
+#![deny(clippy::unwrap_used)]
+#![warn(missing_docs)]
+
+pub mod codec;
+mod error;
+
+pub use error::{CodecError, Error, Result};
