@@ -10,7 +10,24 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+pub mod backoff;
 pub mod codec;
+pub mod conn;
+pub mod consumer;
+mod engine;
 mod error;
+mod handler;
+mod http;
+pub mod lookup;
+pub mod message;
+pub mod producer;
+pub mod rdy;
 
+pub use backoff::{BackoffConfig, Strategy};
+pub use codec::ConsumeOffset;
+pub use conn::{ConnConfig, Negotiated};
+pub use consumer::{Consumer, ConsumerConfig, FailedCallback, Stats, SubscribeMode};
 pub use error::{CodecError, Error, Result};
+pub use handler::spawn_handlers;
+pub use message::{Message, Origin};
+pub use producer::{Producer, ProducerConfig};

@@ -36,6 +36,9 @@ impl Handler for Nsqd {
             ("/topic/delete", true) => self.topic(&req, Admin::Delete),
             ("/channel/create", true) => self.channel(&req, Admin::Create),
             ("/channel/delete", true) => self.channel(&req, Admin::Delete),
+            ("/channel/setoffset", true) if self.0.options.extensions.partitions() => {
+                self.set_offset(&req)
+            }
             (
                 "/pub" | "/mpub" | "/topic/create" | "/topic/delete" | "/channel/create"
                 | "/channel/delete",
@@ -154,6 +157,33 @@ impl Nsqd {
             }
         }
         Response::text("")
+    }
+
+    /// Youzan's `/channel/setoffset?topic=&channel=&partition=` with the offset token as body:
+    /// moves the channel (creating it) to `special:-1`, `virtual_queue:N` or `timestamp:S`.
+    fn set_offset(&self, req: &Request) -> Response {
+        let topic = match topic_arg(req) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        let Some(channel) = req.query.get("channel").cloned().filter(|c| valid_name(c)) else {
+            return Response::error(400, "INVALID_CHANNEL");
+        };
+        let partition = match partition_arg(req) {
+            Ok(p) => p.unwrap_or(0),
+            Err(r) => return r,
+        };
+        let token = String::from_utf8_lossy(&req.body).trim().to_string();
+        let Some(offset) = crate::commands::parse_offset_token(&token) else {
+            return Response::error(400, "INVALID_OFFSET");
+        };
+        let mut store = self.0.store();
+        let Some(part) = store.partition(&topic, partition) else {
+            return Response::error(404, "TOPIC_NOT_FOUND");
+        };
+        let cursor = offset.index_in(part);
+        part.channel(&channel).reset(cursor);
+        Response::text("OK")
     }
 
     fn channel(&self, req: &Request, action: Admin) -> Response {

@@ -383,12 +383,7 @@ impl Session {
             let Some(partition) = store.partition(&topic, pid) else {
                 return Err(Fail::fatal("E_TOPIC_NOT_EXIST", "topic not exist"));
             };
-            let log_len = partition.log.len();
-            let target = offset.map(|o| match o {
-                Offset::Latest => log_len,
-                Offset::Virtual(v) => partition.index_of_offset(v),
-                Offset::Time(secs) => partition.index_of_time(secs),
-            });
+            let target = offset.map(|o| o.index_in(partition));
             let channel_state = partition.channel(&channel);
             if matches!(kind, SubKind::Ordered) {
                 channel_state.ordered = true;
@@ -656,23 +651,40 @@ enum SubKind {
     Advanced,
 }
 
-enum Offset {
+/// A consume offset (`special:-1`, `virtual_queue:N`, `timestamp:S`).
+pub(crate) enum Offset {
     Latest,
     Virtual(u64),
     Time(u64),
 }
 
+impl Offset {
+    /// The log index a channel moved to this offset continues from.
+    pub(crate) fn index_in(&self, partition: &crate::store::Partition) -> usize {
+        match *self {
+            Offset::Latest => partition.log.len(),
+            Offset::Virtual(v) => partition.index_of_offset(v),
+            Offset::Time(secs) => partition.index_of_time(secs),
+        }
+    }
+}
+
+/// Parses an offset token; `None` for unknown types and values.
+pub(crate) fn parse_offset_token(token: &str) -> Option<Offset> {
+    let (kind, value) = token.split_once(':')?;
+    let value: i64 = value.parse().ok()?;
+    match (kind, value) {
+        ("special", -1) => Some(Offset::Latest),
+        ("virtual_queue", v) if v >= 0 => Some(Offset::Virtual(v as u64)),
+        ("timestamp", v) if v >= 0 => Some(Offset::Time(v as u64)),
+        _ => None,
+    }
+}
+
 fn parse_offset(raw: &[u8]) -> Result<Offset, Fail> {
     let token = text(raw);
-    let bad = || Fail::fatal("E_INVALID", &format!("invalid consume offset:{token}"));
-    let (kind, value) = token.split_once(':').ok_or_else(bad)?;
-    let value: i64 = value.parse().map_err(|_| bad())?;
-    match (kind, value) {
-        ("special", -1) => Ok(Offset::Latest),
-        ("virtual_queue", v) if v >= 0 => Ok(Offset::Virtual(v as u64)),
-        ("timestamp", v) if v >= 0 => Ok(Offset::Time(v as u64)),
-        _ => Err(bad()),
-    }
+    parse_offset_token(&token)
+        .ok_or_else(|| Fail::fatal("E_INVALID", &format!("invalid consume offset:{token}")))
 }
 
 /// Splits an MPUB body `[u32 n]([u32 len][msg])*`, checking every length against what is left.

@@ -1,0 +1,713 @@
+//! The consumer's one task: it owns every connection's RDY and in-flight count, the backoff
+//! state and discovery, and reacts to events (frames, answers, timers, lookups) one at a time,
+//! so the RDY invariant (sum ≤ `max_in_flight`) is kept without locks.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::backoff::{Action, Backoff};
+use crate::codec::{self, ConsumeOffset};
+use crate::conn::{Conn, Event};
+use crate::consumer::{ConsumerConfig, Counters, SubscribeMode};
+use crate::error::{Error, Result};
+use crate::lookup::{self, Endpoint};
+use crate::message::{Answered, Message, Origin};
+use crate::{http, rdy};
+
+/// Requests from the [`crate::Consumer`] handle.
+pub(crate) enum Command {
+    SetMaxInFlight(u32),
+    Stop,
+}
+
+enum Ev {
+    Command(Command),
+    Frame(Origin, u64, Event),
+    Connected(Origin, u64, Result<Conn>),
+    Answered(Answered),
+    Lookup(Result<Vec<Endpoint>>),
+    Poll,
+    BackoffTimer,
+    Redistribute,
+    Reconnect(Origin),
+    StopTimeout,
+}
+
+struct Link {
+    conn: Conn,
+    generation: u64,
+    rdy: u32,
+    in_flight: u32,
+    last_active: Instant,
+    closing: bool,
+}
+
+/// Everything one dial needs.
+struct Dial {
+    config: Arc<ConsumerConfig>,
+    http: Option<String>,
+    offset: Option<ConsumeOffset>,
+    tx: mpsc::UnboundedSender<Ev>,
+}
+
+impl Dial {
+    /// Sets the start offset if one is due, then opens and subscribes the connection.
+    async fn dial(self, origin: &Origin, generation: u64) -> Result<Conn> {
+        let config = &self.config;
+        let partition = origin.partition.or(match config.mode {
+            SubscribeMode::Plain => None,
+            _ => Some(0),
+        });
+        if let Some(offset) = self.offset {
+            self.set_offset(origin, partition.unwrap_or(0), offset)
+                .await?;
+        }
+        let command = match config.mode {
+            SubscribeMode::Plain => codec::Command::Sub {
+                topic: &config.topic,
+                channel: &config.channel,
+                partition,
+            },
+            SubscribeMode::Ordered => codec::Command::SubOrdered {
+                topic: &config.topic,
+                channel: &config.channel,
+                partition: partition.unwrap_or(0),
+            },
+            SubscribeMode::Advanced => codec::Command::SubAdvanced {
+                topic: &config.topic,
+                channel: &config.channel,
+                partition: partition.unwrap_or(0),
+                offset: None,
+            },
+        };
+        let tx = self.tx.clone();
+        let sink_origin = origin.clone();
+        Conn::connect(
+            &origin.addr,
+            &config.conn,
+            Some(command),
+            config.mode != SubscribeMode::Plain,
+            move |event| {
+                let _ = tx.send(Ev::Frame(sink_origin.clone(), generation, event));
+            },
+        )
+        .await
+    }
+
+    /// Sets the channel's start over HTTP (`/channel/setoffset`): `SUB_ADVANCED` with an
+    /// offset would ignore the partition (notes §2.6.1).
+    async fn set_offset(
+        &self,
+        origin: &Origin,
+        partition: u32,
+        offset: ConsumeOffset,
+    ) -> Result<()> {
+        let http = self.http.as_ref().ok_or_else(|| Error::Unsupported {
+            addr: origin.addr.to_string(),
+            what: "a consume offset needs the nsqd's HTTP address (lookupd or nsqd_http)".into(),
+        })?;
+        let target = format!(
+            "/channel/setoffset?topic={}&channel={}&partition={partition}",
+            self.config.topic, self.config.channel
+        );
+        let body = offset.to_string();
+        let timeout = self.config.conn.read_timeout;
+        let (status, reply) =
+            http::request(http, "POST", &target, body.as_bytes(), timeout).await?;
+        if status != 200 {
+            return Err(Error::Protocol {
+                addr: http.clone(),
+                what: format!(
+                    "setoffset answered {status}: {}",
+                    String::from_utf8_lossy(&reply)
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+pub(crate) struct Engine {
+    config: Arc<ConsumerConfig>,
+    tx: mpsc::UnboundedSender<Ev>,
+    out: mpsc::UnboundedSender<Message>,
+    answered: mpsc::UnboundedSender<Answered>,
+    counters: Arc<Counters>,
+    stopped: watch::Sender<bool>,
+    links: BTreeMap<Origin, Link>,
+    connecting: BTreeSet<Origin>,
+    /// Generations whose connection closed before `Connected` was handled.
+    closed_early: HashSet<u64>,
+    /// HTTP address of each known nsqd endpoint (for setting offsets).
+    http: BTreeMap<Origin, String>,
+    /// Partitions whose start offset was already applied.
+    offsets_applied: BTreeSet<Option<u32>>,
+    generation: u64,
+    backoff: Backoff,
+    max_in_flight: u32,
+    rotate: usize,
+    stopping: bool,
+    ever_connected: BTreeSet<Origin>,
+}
+
+fn spawn_after(tx: &mpsc::UnboundedSender<Ev>, delay: Duration, ev: Ev) {
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let _ = tx.send(ev);
+    });
+}
+
+/// A pseudo-random number from the clock, for jitter and random picks.
+fn entropy() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64 ^ d.as_secs())
+        .unwrap_or(7)
+}
+
+impl Engine {
+    /// Starts the task; the oneshot answers once the directly configured nsqds were tried.
+    pub(crate) fn start(
+        config: ConsumerConfig,
+        out: mpsc::UnboundedSender<Message>,
+        counters: Arc<Counters>,
+        stopped: watch::Sender<bool>,
+    ) -> (
+        mpsc::UnboundedSender<Command>,
+        oneshot::Receiver<Result<()>>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Command>();
+        let (answered, mut answered_rx) = mpsc::unbounded_channel::<Answered>();
+        {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    let ev = tokio::select! {
+                        Some(c) = cmd_rx.recv() => Ev::Command(c),
+                        Some(a) = answered_rx.recv() => Ev::Answered(a),
+                        else => return,
+                    };
+                    if tx.send(ev).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let engine = Engine {
+            backoff: Backoff::new(config.backoff, entropy()),
+            max_in_flight: config.max_in_flight,
+            config: Arc::new(config),
+            tx,
+            out,
+            answered,
+            counters,
+            stopped,
+            links: BTreeMap::new(),
+            connecting: BTreeSet::new(),
+            closed_early: HashSet::new(),
+            http: BTreeMap::new(),
+            offsets_applied: BTreeSet::new(),
+            generation: 0,
+            rotate: 0,
+            stopping: false,
+            ever_connected: BTreeSet::new(),
+        };
+        tokio::spawn(engine.run(rx, ready_tx));
+        (cmd_tx, ready_rx)
+    }
+
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Ev>,
+        ready: oneshot::Sender<Result<()>>,
+    ) {
+        if let Err(e) = self.connect_static().await {
+            let _ = ready.send(Err(e));
+            let _ = self.stopped.send(true);
+            return;
+        }
+        let _ = ready.send(Ok(()));
+        if !self.config.lookupd.is_empty() {
+            let _ = self.tx.send(Ev::Poll);
+            let interval = self.config.lookupd_poll_interval;
+            let jitter = interval
+                .mul_f64(self.config.lookupd_poll_jitter * (entropy() % 1000) as f64 / 1000.0);
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(jitter).await;
+                let mut tick = tokio::time::interval(interval);
+                loop {
+                    tick.tick().await;
+                    if tx.send(Ev::Poll).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        {
+            let tx = self.tx.clone();
+            let every = self.config.rdy_redistribute_interval;
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tick.tick().await;
+                    if tx.send(Ev::Redistribute).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        while let Some(ev) = rx.recv().await {
+            self.handle(ev).await;
+            if self.stopping && self.links.is_empty() && self.connecting.is_empty() {
+                break;
+            }
+        }
+        self.counters.connections.store(0, Ordering::Relaxed);
+        let _ = self.stopped.send(true);
+    }
+
+    /// Connects to the configured nsqds in parallel; the first refusal that is not transient
+    /// fails the consumer.
+    async fn connect_static(&mut self) -> Result<()> {
+        let origins: Vec<Origin> = self
+            .config
+            .nsqd
+            .iter()
+            .map(|addr| Origin {
+                addr: Arc::from(addr.as_str()),
+                partition: self.config.partition,
+            })
+            .collect();
+        for (origin, http) in origins.iter().zip(&self.config.nsqd_http) {
+            self.http.insert(origin.clone(), http.clone());
+        }
+        let mut first_error = None;
+        let mut any = false;
+        for origin in origins {
+            let generation = self.next_generation();
+            match self.plan(&origin).dial(&origin, generation).await {
+                Ok(conn) => {
+                    any = true;
+                    self.connected(origin, generation, conn).await;
+                }
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(addr = %origin.addr, "nsqd unreachable, retrying: {e}");
+                    spawn_after(
+                        &self.tx,
+                        self.config.reconnect_interval,
+                        Ev::Reconnect(origin),
+                    );
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match first_error {
+            Some(e) if !any && self.config.lookupd.is_empty() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+
+    /// What dialing `origin` needs, taken from the engine so the dial can run on its own task.
+    fn plan(&self, origin: &Origin) -> Dial {
+        Dial {
+            config: self.config.clone(),
+            http: self.http.get(origin).cloned(),
+            offset: self
+                .config
+                .offset
+                .filter(|_| !self.offsets_applied.contains(&origin.partition)),
+            tx: self.tx.clone(),
+        }
+    }
+
+    fn spawn_dial(&mut self, origin: Origin) {
+        if self.stopping
+            || self.links.contains_key(&origin)
+            || !self.connecting.insert(origin.clone())
+        {
+            return;
+        }
+        let generation = self.next_generation();
+        let plan = self.plan(&origin);
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let result = plan.dial(&origin, generation).await;
+            let _ = tx.send(Ev::Connected(origin, generation, result));
+        });
+    }
+
+    async fn connected(&mut self, origin: Origin, generation: u64, conn: Conn) {
+        if self.closed_early.remove(&generation) || self.stopping {
+            conn.close().await;
+            return;
+        }
+        if self.config.offset.is_some() {
+            self.offsets_applied.insert(origin.partition);
+        }
+        if !self.ever_connected.insert(origin.clone()) {
+            self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+        }
+        self.links.insert(
+            origin,
+            Link {
+                conn,
+                generation,
+                rdy: 0,
+                in_flight: 0,
+                last_active: Instant::now(),
+                closing: false,
+            },
+        );
+        self.counters
+            .connections
+            .store(self.links.len() as u64, Ordering::Relaxed);
+        self.rebalance().await;
+    }
+
+    /// Gives every connection its share (or 0 in backoff), lowering before raising so the
+    /// sum never passes `max_in_flight` on the wire.
+    async fn rebalance(&mut self) {
+        let target = if self.backoff.active() || self.stopping {
+            0
+        } else {
+            rdy::per_conn(self.max_in_flight, self.links.len())
+        };
+        let origins: Vec<Origin> = self.links.keys().cloned().collect();
+        for lowering in [true, false] {
+            for origin in &origins {
+                let current = self.links.get(origin).map_or(0, |l| l.rdy);
+                if (target < current) == lowering {
+                    self.set_rdy(origin, target).await;
+                }
+            }
+        }
+    }
+
+    async fn set_rdy(&mut self, origin: &Origin, wanted: u32) {
+        let total: u32 = self.links.values().map(|l| l.rdy).sum();
+        let max_in_flight = self.max_in_flight;
+        let Some(link) = self.links.get_mut(origin) else {
+            return;
+        };
+        if link.closing {
+            return;
+        }
+        let count = rdy::grant(
+            wanted,
+            link.conn.negotiated.max_rdy_count,
+            link.rdy,
+            total,
+            max_in_flight,
+        );
+        if count == link.rdy {
+            return;
+        }
+        link.rdy = count;
+        link.last_active = Instant::now();
+        if let Err(e) = link.conn.writer.send(codec::Command::Rdy(count)).await {
+            tracing::debug!(addr = %origin.addr, "RDY not sent: {e}");
+        }
+    }
+
+    async fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Command(Command::SetMaxInFlight(n)) => {
+                self.max_in_flight = n;
+                self.rebalance().await;
+            }
+            Ev::Command(Command::Stop) => self.stop().await,
+            Ev::Frame(origin, generation, event) => self.frame(origin, generation, event).await,
+            Ev::Connected(origin, generation, result) => {
+                self.connecting.remove(&origin);
+                match result {
+                    Ok(conn) => self.connected(origin, generation, conn).await,
+                    Err(e) => {
+                        tracing::warn!(addr = %origin.addr, "connect failed: {e}");
+                        self.schedule_reconnect(origin);
+                    }
+                }
+            }
+            Ev::Answered(answered) => self.answered(answered).await,
+            Ev::Lookup(Ok(endpoints)) => {
+                for endpoint in endpoints {
+                    if self.config.partition.is_some()
+                        && endpoint.partition != self.config.partition
+                    {
+                        continue;
+                    }
+                    let origin = Origin {
+                        addr: Arc::from(endpoint.tcp.as_str()),
+                        partition: endpoint.partition.or(self.config.partition),
+                    };
+                    self.http.insert(origin.clone(), endpoint.http);
+                    self.spawn_dial(origin);
+                }
+            }
+            Ev::Lookup(Err(e)) => tracing::warn!("lookup failed: {e}"),
+            Ev::Poll => self.poll(),
+            Ev::BackoffTimer => self.test_the_waters().await,
+            Ev::Redistribute => self.redistribute().await,
+            Ev::Reconnect(origin) => self.spawn_dial(origin),
+            Ev::StopTimeout => {
+                for link in std::mem::take(&mut self.links).into_values() {
+                    link.conn.close().await;
+                }
+            }
+        }
+    }
+
+    fn poll(&self) {
+        if self.stopping {
+            return;
+        }
+        let lookupds = self.config.lookupd.clone();
+        let topic = self.config.topic.clone();
+        let timeout = self.config.conn.read_timeout;
+        let start = (entropy() as usize) % lookupds.len().max(1);
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let mut last = Err(Error::NoServer("no lookupd configured".into()));
+            for i in 0..lookupds.len().min(3) {
+                let addr = &lookupds[(start + i) % lookupds.len()];
+                last = lookup::lookup(addr, &topic, timeout).await;
+                if last.is_ok() {
+                    break;
+                }
+            }
+            let _ = tx.send(Ev::Lookup(last));
+        });
+    }
+
+    fn schedule_reconnect(&mut self, origin: Origin) {
+        if self.stopping {
+            return;
+        }
+        if !self.config.lookupd.is_empty() {
+            let _ = self.tx.send(Ev::Poll);
+        }
+        let is_static = self.config.nsqd.iter().any(|a| **a == *origin.addr);
+        if is_static {
+            spawn_after(
+                &self.tx,
+                self.config.reconnect_interval,
+                Ev::Reconnect(origin),
+            );
+        }
+    }
+
+    async fn frame(&mut self, origin: Origin, generation: u64, event: Event) {
+        let current = self
+            .links
+            .get(&origin)
+            .is_some_and(|l| l.generation == generation);
+        if !current {
+            if matches!(event, Event::Closed(_)) {
+                self.closed_early.insert(generation);
+            }
+            return;
+        }
+        match event {
+            Event::Message(raw) => self.message(origin, generation, raw).await,
+            Event::Response(data) => {
+                if data.as_ref() == codec::CLOSE_WAIT {
+                    if let Some(link) = self.links.get_mut(&origin) {
+                        link.closing = true;
+                    }
+                    self.close_if_drained(&origin).await;
+                }
+            }
+            Event::Error(error) => {
+                tracing::warn!(addr = %origin.addr, "{} {}", error.code, error.text);
+            }
+            Event::Closed(reason) => {
+                if let Some(reason) = &reason {
+                    tracing::warn!(addr = %origin.addr, "connection closed: {reason}");
+                }
+                self.links.remove(&origin);
+                self.counters
+                    .connections
+                    .store(self.links.len() as u64, Ordering::Relaxed);
+                self.schedule_reconnect(origin);
+                self.rebalance().await;
+            }
+        }
+    }
+
+    async fn message(&mut self, origin: Origin, generation: u64, raw: codec::RawMessage) {
+        self.counters.received.fetch_add(1, Ordering::Relaxed);
+        let Some(link) = self.links.get_mut(&origin) else {
+            return;
+        };
+        link.in_flight += 1;
+        link.last_active = Instant::now();
+        let writer = link.conn.writer.clone();
+        let give_up = self.config.max_attempts > 0 && raw.attempts > self.config.max_attempts;
+        if give_up {
+            if let Some(callback) = &self.config.on_failed {
+                callback(&raw);
+            }
+            self.counters.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        let message = Message::new(
+            raw,
+            origin,
+            generation,
+            writer,
+            self.answered.clone(),
+            self.config.default_requeue_delay,
+            self.config.max_requeue_delay,
+        );
+        if give_up {
+            if let Err(e) = message.finish().await {
+                tracing::debug!("FIN of a failed message: {e}");
+            }
+            return;
+        }
+        if let Err(returned) = self.out.send(message) {
+            // Nobody reads any more: let the server redeliver it elsewhere.
+            let _ = returned
+                .0
+                .requeue_without_backoff(Some(Duration::ZERO))
+                .await;
+        }
+    }
+
+    async fn answered(&mut self, answered: Answered) {
+        let counter = if answered.requeued {
+            &self.counters.requeued
+        } else {
+            &self.counters.finished
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(link) = self
+            .links
+            .get_mut(&answered.origin)
+            .filter(|l| l.generation == answered.generation)
+        {
+            link.in_flight = link.in_flight.saturating_sub(1);
+            link.last_active = Instant::now();
+        }
+        if self.stopping {
+            self.close_if_drained(&answered.origin).await;
+            return;
+        }
+        let action = self.backoff.signal(answered.signal);
+        self.counters
+            .backoff_level
+            .store(u64::from(self.backoff.counter()), Ordering::Relaxed);
+        match action {
+            Action::None => {}
+            Action::Pause(duration) => {
+                let origins: Vec<Origin> = self.links.keys().cloned().collect();
+                for origin in origins {
+                    self.set_rdy(&origin, 0).await;
+                }
+                spawn_after(&self.tx, duration, Ev::BackoffTimer);
+            }
+            Action::Recover => self.rebalance().await,
+        }
+    }
+
+    /// The backoff pause ended: RDY 1 on one connection, chosen in rotation.
+    async fn test_the_waters(&mut self) {
+        self.backoff.timer_fired();
+        if self.stopping {
+            return;
+        }
+        if !self.backoff.active() {
+            self.rebalance().await;
+            return;
+        }
+        if self.links.is_empty() {
+            spawn_after(&self.tx, Duration::from_secs(1), Ev::BackoffTimer);
+            return;
+        }
+        self.rotate = self.rotate.wrapping_add(1);
+        let pick = self
+            .links
+            .keys()
+            .nth(self.rotate % self.links.len())
+            .cloned();
+        if let Some(origin) = pick {
+            self.set_rdy(&origin, 1).await;
+        }
+    }
+
+    /// Rotates the budget when connections outnumber `max_in_flight`.
+    async fn redistribute(&mut self) {
+        if self.stopping || self.backoff.active() || self.links.len() <= self.max_in_flight as usize
+        {
+            return;
+        }
+        let now = Instant::now();
+        let origins: Vec<Origin> = self.links.keys().cloned().collect();
+        let views: Vec<rdy::ConnView> = self
+            .links
+            .values()
+            .map(|l| rdy::ConnView {
+                rdy: l.rdy,
+                idle: if l.in_flight > 0 {
+                    Duration::ZERO
+                } else {
+                    now - l.last_active
+                },
+                max_rdy: l.conn.negotiated.max_rdy_count,
+            })
+            .collect();
+        self.rotate = self.rotate.wrapping_add(1);
+        let plan = rdy::redistribute(
+            &views,
+            self.max_in_flight,
+            self.config.low_rdy_idle_timeout,
+            self.rotate,
+        );
+        for lowering in [true, false] {
+            for (origin, count) in origins.iter().zip(&plan) {
+                let current = self.links.get(origin).map_or(0, |l| l.rdy);
+                if (*count < current) == lowering && *count != current {
+                    self.set_rdy(origin, *count).await;
+                }
+            }
+        }
+    }
+
+    async fn stop(&mut self) {
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        spawn_after(&self.tx, self.config.stop_timeout, Ev::StopTimeout);
+        for link in self.links.values() {
+            if let Err(e) = link.conn.writer.send(codec::Command::Cls).await {
+                tracing::debug!("CLS not sent: {e}");
+            }
+        }
+    }
+
+    /// Closes a connection that got `CLOSE_WAIT` once nothing of it is in flight.
+    async fn close_if_drained(&mut self, origin: &Origin) {
+        let drained = self
+            .links
+            .get(origin)
+            .is_some_and(|l| l.closing && l.in_flight == 0);
+        if drained {
+            if let Some(link) = self.links.remove(origin) {
+                link.conn.close().await;
+            }
+        }
+    }
+}
