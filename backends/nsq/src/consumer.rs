@@ -227,12 +227,29 @@ impl Consumer {
     }
 
     /// Graceful stop: CLS on every connection, wait for `CLOSE_WAIT`, wait until every
-    /// in-flight message is answered (by the application), then close. Returns once stopped
-    /// (or after `stop_timeout`, when connections are closed regardless).
+    /// in-flight message is answered, then close. Messages the application already took are
+    /// its to answer; those still waiting to be taken (and any that arrive before
+    /// `CLOSE_WAIT`) are requeued at once without backoff, so the server can hand them to
+    /// another consumer. Returns once stopped (or after `stop_timeout`, when connections are
+    /// closed regardless).
     pub async fn stop(&self) {
         let _ = self.commands.send(Command::Stop);
         let mut stopped = self.stopped.clone();
-        let _ = stopped.wait_for(|s| *s).await;
+        let done = stopped.wait_for(|s| *s);
+        tokio::pin!(done);
+        loop {
+            tokio::select! {
+                _ = &mut done => return,
+                message = self.recv() => match message {
+                    Some(message) => {
+                        if let Err(e) = message.requeue_without_backoff(Some(Duration::ZERO)).await {
+                            tracing::debug!("requeue at stop: {e}");
+                        }
+                    }
+                    None => return,
+                },
+            }
+        }
     }
 
     /// Whether the consumer has stopped.

@@ -68,10 +68,16 @@ impl Link {
         let conn = Conn::connect(addr, config, None, false, move |event| {
             let reply = match event {
                 Event::Response(data) => Ok(data),
-                Event::Error(error) => Err(Error::Server {
-                    addr: sink_addr.clone(),
-                    error,
-                }),
+                Event::Error(error) => {
+                    if error.is_fatal() {
+                        // The server closes after a fatal error: no new request may use it.
+                        sink_alive.store(false, Ordering::Release);
+                    }
+                    Err(Error::Server {
+                        addr: sink_addr.clone(),
+                        error,
+                    })
+                }
                 Event::Message(_) => Err(Error::Protocol {
                     addr: sink_addr.clone(),
                     what: "a message on a producer connection".into(),
@@ -291,12 +297,13 @@ impl Producer {
     }
 
     /// Sends to one nsqd after another, starting round robin, until one answers `OK` or
-    /// refuses for good.
+    /// refuses for good. Each nsqd is tried twice, so a connection that died since its last use
+    /// is replaced by a fresh one.
     async fn send_bytes(&self, bytes: &[u8]) -> Result<(Bytes, String)> {
         let n = self.links.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last = None;
-        for i in 0..n {
+        for i in 0..2 * n {
             if self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed("producer"));
             }
