@@ -181,8 +181,13 @@ impl Nsqd {
         let Some(part) = store.partition(&topic, partition) else {
             return Response::error(404, "TOPIC_NOT_FOUND");
         };
+        let existed = part.channels.contains_key(&channel);
         let cursor = offset.index_in(part);
-        part.channel(&channel).reset(cursor);
+        if !(existed && matches!(offset, crate::commands::Offset::Latest)) {
+            part.channel(&channel).reset(cursor);
+        } else {
+            part.channel(&channel);
+        }
         Response::text("OK")
     }
 

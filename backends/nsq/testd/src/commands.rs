@@ -219,6 +219,12 @@ impl Session {
             self.reply(b"OK");
             return Ok(());
         }
+        // The fork answers with its own buffer defaults (notes §2.6.4).
+        let (buffer_size, buffer_timeout) = if opts.extensions.partitions() {
+            (100, 50)
+        } else {
+            (16384, 250)
+        };
         let response = serde_json::json!({
             "auth_required": opts.auth_secret.is_some(),
             "deflate": false,
@@ -227,8 +233,8 @@ impl Session {
             "max_msg_timeout": max_timeout,
             "max_rdy_count": opts.max_rdy_count,
             "msg_timeout": self.msg_timeout.as_millis() as u64,
-            "output_buffer_size": 16384,
-            "output_buffer_timeout": 250,
+            "output_buffer_size": buffer_size,
+            "output_buffer_timeout": buffer_timeout,
             "sample_rate": 0,
             "snappy": false,
             "tls_v1": false,
@@ -383,7 +389,12 @@ impl Session {
             let Some(partition) = store.partition(&topic, pid) else {
                 return Err(Fail::fatal("E_TOPIC_NOT_EXIST", "topic not exist"));
             };
-            let target = offset.map(|o| o.index_in(partition));
+            // `special:-1` on a channel that already exists does not skip what the channel
+            // already holds (notes §2.6.3): only a new channel starts at the end.
+            let existed = partition.channels.contains_key(&channel);
+            let target = offset
+                .filter(|o| !(existed && matches!(o, Offset::Latest)))
+                .map(|o| o.index_in(partition));
             let channel_state = partition.channel(&channel);
             if matches!(kind, SubKind::Ordered) {
                 channel_state.ordered = true;

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Longest wait for any event in a test.
-pub const WAIT: Duration = Duration::from_secs(20);
+pub const WAIT: Duration = Duration::from_secs(15);
 
 /// Awaits `fut` or fails the test naming `what`.
 pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
