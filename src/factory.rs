@@ -71,12 +71,12 @@ impl Factory {
 async fn open_client(config: &Config) -> Result<Arc<dyn Client>> {
     match config.backend {
         BackendKind::Memory => Ok(Arc::new(msgstream::mem::MemoryClient::new())),
-        BackendKind::Rocksmq => open_rocksmq(config),
+        BackendKind::Rocksmq => open_rocksmq(config).await,
     }
 }
 
 #[cfg(feature = "rocksmq")]
-fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
+async fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
     use crate::config::SyncMode;
     use msgstream_rocksmq::{Durability, RocksmqClient, RocksmqOptions};
     use std::time::Duration;
@@ -91,10 +91,10 @@ fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
         SyncMode::SyncData => Durability::SyncData,
         SyncMode::SyncAll => Durability::SyncAll,
     };
-    Ok(Arc::new(RocksmqClient::open(options)?))
+    Ok(Arc::new(RocksmqClient::connect(options).await?))
 }
 
 #[cfg(not(feature = "rocksmq"))]
-fn open_rocksmq(_config: &Config) -> Result<Arc<dyn Client>> {
+async fn open_rocksmq(_config: &Config) -> Result<Arc<dyn Client>> {
     Err(crate::Error::BackendNotCompiled("rocksmq"))
 }

@@ -67,6 +67,7 @@ pub fn load(path: &Path) -> Result<Vec<MsgPosition>> {
                 channel_name: s.channel,
                 msg_group: s.group,
                 timestamp: s.timestamp,
+                ..MsgPosition::default()
             })
         })
         .collect()
@@ -98,6 +99,7 @@ mod tests {
             msg_id: vec![0, 1, 0xab],
             msg_group: "g".into(),
             timestamp: 42,
+            ..MsgPosition::default()
         }];
         save(&path, &positions).expect("save");
         assert_eq!(load(&path).expect("load"), positions);

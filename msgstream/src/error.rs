@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::mq::MessageId;
+
 /// Every failure the core or a backend can report through the mq layer and the streams.
 ///
 /// Backends map their own failures onto these variants; anything specific to one broker goes into
@@ -23,6 +25,60 @@ pub enum Error {
         /// The channel that was named.
         channel: String,
     },
+    /// A subscription already has a live consumer: subscriptions are exclusive, as Milvus's are.
+    /// Close the other consumer first (or use another subscription name).
+    #[error("subscription {subscription:?} of channel {topic:?} already has a live consumer")]
+    SubscriptionBusy {
+        /// The channel.
+        topic: String,
+        /// The subscription (consumer group).
+        subscription: String,
+    },
+    /// A seek or reader start names a message the channel no longer holds (retention deleted
+    /// it). Continuing at later data would silently skip messages, so it is refused.
+    #[error(
+        "channel {channel:?} no longer holds {id:?}: the oldest message still held is {oldest:?}"
+    )]
+    BelowRetention {
+        /// The channel.
+        channel: String,
+        /// The id asked for.
+        id: MessageId,
+        /// The oldest id still held (`None` when retention emptied the channel).
+        oldest: Option<MessageId>,
+    },
+    /// A seek or reader start names a message the channel has not assigned yet. Seeking to the
+    /// newest id (exclusive) is how to start at the end; an id beyond it is refused on every
+    /// backend, so a foreign or corrupt position never silently skips what is produced next.
+    #[error("channel {channel:?} has no message {id:?} yet: the newest is {latest:?}")]
+    PastEnd {
+        /// The channel.
+        channel: String,
+        /// The id asked for.
+        id: MessageId,
+        /// The newest id held (`None` for an empty channel).
+        latest: Option<MessageId>,
+    },
+    /// A stored record cannot be read back: the store is damaged at this message.
+    #[error("corrupt record in channel {channel:?} at {id:?}: {detail}")]
+    Corrupt {
+        /// The channel.
+        channel: String,
+        /// The id of the damaged record.
+        id: MessageId,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The channel does not exist on the backend (or was deleted).
+    #[error("channel {channel:?} does not exist")]
+    UnknownChannel {
+        /// The channel that was named.
+        channel: String,
+    },
+    /// The stream's producing is switched off (`enable_produce(false)`, Milvus's
+    /// `ForceEnableProduce`); nothing was written.
+    #[error("producing is disabled on this stream")]
+    ProduceDisabled,
     /// A caller-supplied value is invalid: empty channel name, mismatched row counts, …
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -81,6 +137,26 @@ impl Error {
             message: message.into(),
             transient: true,
         }
+    }
+
+    /// Whether the failure is final for the channel it concerns: retrying the same call, or
+    /// receiving again, cannot succeed (corrupt data, a closed consumer, a refused argument).
+    /// Streams end on such an error instead of retrying it forever.
+    pub fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            Error::Corrupt { .. }
+                | Error::Closed(_)
+                | Error::InvalidArgument(_)
+                | Error::NotSubscribed { .. }
+                | Error::UnknownChannel { .. }
+                | Error::Unsupported { .. }
+                | Error::BelowRetention { .. }
+                | Error::Backend {
+                    transient: false,
+                    ..
+                }
+        )
     }
 
     /// Whether retrying the failed call may succeed.

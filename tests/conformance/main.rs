@@ -8,3 +8,4 @@ mod backends;
 mod capabilities;
 mod cli;
 mod harness;
+mod restart;

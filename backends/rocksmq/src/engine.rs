@@ -18,7 +18,7 @@ use crate::read::Cursor;
 use crate::retention::{Policy, RetentionProgress};
 use crate::store::Store;
 use crate::topics::{TopicState, Topics, FIRST_MESSAGE_ID};
-use crate::writer::{WriteStats, Writer};
+use crate::writer::{Role, WriteStats, Writer};
 use crate::{RocksmqOptions, TopicReader};
 
 pub(crate) struct Inner {
@@ -32,6 +32,10 @@ pub(crate) struct Inner {
     retention_stop: Mutex<Option<mpsc::Sender<()>>>,
     retention_thread: Mutex<Option<JoinHandle<()>>>,
     pub retention_progress: watch::Sender<RetentionProgress>,
+    /// What recovery found missing at open (see [`Rocksmq::lost_at_recovery`]).
+    pub lost: Vec<LostMessages>,
+    /// (topic, group) pairs with a live mq consumer: subscriptions are exclusive.
+    pub leases: Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -64,6 +68,7 @@ impl Rocksmq {
     pub fn open(options: RocksmqOptions) -> Result<Rocksmq> {
         let store = Store::open(&options.path, options.sync)?;
         let topics = store.with(Topics::load)?;
+        let lost = store.with(|db| report_lost_tail(db, &topics, &options.path))?;
         let inner = Arc::new(Inner {
             store,
             topics,
@@ -78,6 +83,8 @@ impl Rocksmq {
             retention_stop: Mutex::new(None),
             retention_thread: Mutex::new(None),
             retention_progress: watch::Sender::new(RetentionProgress::default()),
+            leases: Mutex::new(std::collections::HashSet::new()),
+            lost,
         });
         if let Some(interval) = options.retention_interval {
             let (stop, stopped) = mpsc::channel::<()>();
@@ -188,16 +195,56 @@ impl Rocksmq {
         topic: Arc<TopicState>,
         messages: Vec<ProducerMessage>,
     ) -> Result<Range<u64>> {
-        self.inner
-            .writer
-            .append(&self.inner.store, topic, messages)
+        let group = match self.inner.writer.enqueue(topic, messages)? {
+            Role::Done(ids) => return Ok(ids),
+            Role::Follow(answer) => {
+                return answer.await.map_err(|_| Error::Closed("rocksmq writer"))?
+            }
+            Role::Lead(group) => group,
+        };
+        if !self.inner.writer.syncs() {
+            // A buffered write is a memtable insert and a write(2) into the page cache: as cheap
+            // as the hop to a blocking thread would be, so it stays on the caller's thread.
+            return self.inner.writer.lead(&self.inner.store, group);
+        }
+        // A synced write waits for the disk: never on an async worker (a current_thread
+        // runtime would stall for every fsync).
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.writer.lead(&inner.store, group))
             .await
+            .map_err(|e| Error::backend("rocksmq", format!("the commit task failed: {e}")))?
     }
 
     /// The newest id of `topic`, `None` if nothing was ever produced to it.
     pub fn latest_message_id(&self, topic: &str) -> Result<Option<u64>> {
         let next = self.topic(topic)?.tail().next_id;
         Ok((next > FIRST_MESSAGE_ID).then(|| next - 1))
+    }
+
+    /// Message ids that recovery found missing when this database was opened: consumer groups
+    /// positioned beyond their topic's recovered end, which only a write-ahead log that lost
+    /// records leaves behind. Empty after a clean or crash-only recovery. Each case was also
+    /// logged at error level.
+    pub fn lost_at_recovery(&self) -> &[LostMessages] {
+        &self.inner.lost
+    }
+
+    /// The oldest id `topic` still holds (`None` when it holds no message): what retention has
+    /// not deleted yet. Read from the store at each call, so it follows retention at run time.
+    pub fn oldest_message_id(&self, topic: &str) -> Result<Option<u64>> {
+        let state = self.topic(topic)?;
+        self.inner.store.with(|db| {
+            let mut options = rocksdb::ReadOptions::default();
+            options.set_iterate_upper_bound(topic_upper_bound(state.id));
+            let mut iter = db.db.raw_iterator_cf_opt(db.cf(CF_MESSAGES)?, options);
+            iter.seek(topic_prefix(state.id));
+            let oldest = iter
+                .key()
+                .and_then(|key| crate::keys::message_id_from_key(state.id, key));
+            iter.status()
+                .map_err(|e| crate::store::db_error("finding the oldest message", e))?;
+            Ok(oldest)
+        })
     }
 
     /// A non-durable reader of `topic` whose first message is the first with id ≥ `from`.
@@ -238,4 +285,50 @@ impl Rocksmq {
             topic.wake();
         }
     }
+}
+
+/// Ids a consumer group had acknowledged that the recovered topic no longer holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostMessages {
+    /// The topic.
+    pub topic: String,
+    /// The group whose position shows the loss.
+    pub group: String,
+    /// The group's committed position (first id it had not acknowledged).
+    pub committed: u64,
+    /// The topic's next id after recovery: ids `recovered_next..committed` are gone.
+    pub recovered_next: u64,
+}
+
+/// After recovery, a consumer group positioned beyond its topic's recovered end means messages
+/// it had seen are gone: the WAL lost records (a damaged or removed log file). RocksDB recovers
+/// such damage without a word, so say it loudly, with how many ids are missing.
+fn report_lost_tail(
+    db: &crate::store::Db<'_>,
+    topics: &Topics,
+    path: &std::path::Path,
+) -> Result<Vec<LostMessages>> {
+    let mut lost = Vec::new();
+    for topic in topics.all() {
+        let next = topic.tail().next_id;
+        for (group, record) in crate::group::list(db, topic.id)? {
+            if record.committed > next {
+                tracing::error!(
+                    path = %path.display(),
+                    topic = %topic.name,
+                    group = %group,
+                    missing = record.committed - next,
+                    "rocksmq: message ids {next}..{} of topic {:?} are missing after recovery (group {group:?} had acknowledged them): the write-ahead log lost records",
+                    record.committed, topic.name
+                );
+                lost.push(LostMessages {
+                    topic: topic.name.clone(),
+                    group,
+                    committed: record.committed,
+                    recovered_next: next,
+                });
+            }
+        }
+    }
+    Ok(lost)
 }

@@ -36,7 +36,7 @@ mod writer;
 
 pub use adapter::{RocksmqClient, RocksmqConsumer, RocksmqProducer, RocksmqReader};
 pub use durability::Durability;
-pub use engine::Rocksmq;
+pub use engine::{LostMessages, Rocksmq};
 pub use group::GroupInfo;
 pub use options::RocksmqOptions;
 pub use read::StoredMessage;

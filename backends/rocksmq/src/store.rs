@@ -66,6 +66,17 @@ impl Db<'_> {
             .write_opt(batch, self.write_options)
             .map_err(|e| db_error("write", e))
     }
+
+    /// Writes `batch` into the WAL without waiting for a sync, whatever the durability: for
+    /// records whose loss on a power cut is harmless (an acknowledgement that rolls back means
+    /// a redelivery, never a loss). It survives a process crash like every write.
+    pub fn write_unsynced(&self, batch: rocksdb::WriteBatch) -> Result<()> {
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(false);
+        self.db
+            .write_opt(batch, &options)
+            .map_err(|e| db_error("write", e))
+    }
 }
 
 /// The database, closable.
@@ -80,9 +91,17 @@ pub(crate) struct Store {
 impl Store {
     /// Opens (or creates) the database at `path`. A database held by another process (or another
     /// open client in this one) is a clear permanent error naming the path, not a panic.
+    ///
+    /// A database is created only where none exists: a missing path or an empty directory. Any
+    /// other path must open as an existing database; if it does not (a `CURRENT` or manifest file
+    /// removed or damaged, say) the error names the path and the cause, and every file is left as
+    /// it was. Creating afresh there would make RocksDB delete the old tables on a later open.
     pub fn open(path: &Path, durability: Durability) -> Result<Store> {
         let mut options = database_options();
         options.set_use_fsync(durability == Durability::SyncAll);
+        let fresh = is_absent_or_empty(path)?;
+        options.create_if_missing(fresh);
+        options.create_missing_column_families(fresh);
         let families = COLUMN_FAMILIES
             .iter()
             .map(|name| ColumnFamilyDescriptor::new(*name, column_family_options()));
@@ -95,8 +114,16 @@ impl Store {
                         path.display()
                     ),
                 )
+            } else if fresh {
+                db_error(&format!("creating {}", path.display()), e)
             } else {
-                db_error(&format!("opening {}", path.display()), e)
+                Error::backend(
+                    BACKEND,
+                    format!(
+                        "{} holds files but does not open as a rocksmq database; nothing was changed ({e})",
+                        path.display()
+                    ),
+                )
             }
         })?;
         Ok(Store {
@@ -137,5 +164,17 @@ impl Store {
                 tracing::warn!(path = %self.path.display(), error = %e, "rocksmq: WAL sync at close failed");
             }
         }
+    }
+}
+
+/// Whether `path` is missing or an empty directory: the only places a database is created.
+fn is_absent_or_empty(path: &Path) -> Result<bool> {
+    match std::fs::read_dir(path) {
+        Ok(mut entries) => Ok(entries.next().is_none()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(Error::backend(
+            BACKEND,
+            format!("cannot read {}: {e}", path.display()),
+        )),
     }
 }

@@ -54,6 +54,47 @@ pub(crate) struct CommitScratch {
     answers: Vec<(Option<Reply>, Result<Range<u64>>)>,
 }
 
+/// What a caller of [`Writer::enqueue`] does next.
+pub(crate) enum Role {
+    /// Nothing to write (an empty batch): these are the (empty) ids.
+    Done(Range<u64>),
+    /// Another caller leads: await the answer.
+    Follow(oneshot::Receiver<Result<Range<u64>>>),
+    /// This caller leads: pass the group to [`Writer::lead`].
+    Lead(Group),
+}
+
+/// The requests a leader commits first (its own among them). Opaque outside the writer.
+pub(crate) struct Group(Vec<Request>);
+
+/// Hands the leadership back if the leader unwinds (a panicking commit): queued producers are
+/// answered with an error instead of waiting for a leader that is gone.
+struct LeaderGuard<'a> {
+    writer: &'a Writer,
+    done: bool,
+}
+
+impl Drop for LeaderGuard<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let pending = {
+            let mut queue = lock(&self.writer.queue);
+            queue.leading = false;
+            std::mem::take(&mut queue.pending)
+        };
+        for request in pending {
+            if let Some(reply) = request.reply {
+                let _ = reply.send(Err(Error::backend(
+                    BACKEND,
+                    "the commit of an earlier batch panicked; this batch was not written",
+                )));
+            }
+        }
+    }
+}
+
 /// The single write path of message data.
 pub(crate) struct Writer {
     queue: Mutex<Queue>,
@@ -90,7 +131,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Writer {
     /// A writer closing pages at `page_size` bytes; `syncs` says whether each write waits for
-    /// an fsync, in which case the leader tells a multi-threaded tokio runtime it is blocking.
+    /// an fsync, in which case the engine runs the leader on a blocking thread.
     pub fn new(page_size: u64, syncs: bool) -> Writer {
         Writer {
             queue: Mutex::default(),
@@ -115,64 +156,57 @@ impl Writer {
         lock(&self.commit)
     }
 
-    /// Appends `messages` to `topic`; returns their ids once durable as configured.
+    /// Whether each write waits for a sync (then the engine runs the leader's commits on a
+    /// blocking thread, off the async workers).
+    pub fn syncs(&self) -> bool {
+        self.syncs
+    }
+
+    /// Queues `messages` for `topic`: the caller either leads the next commit (and must call
+    /// [`Writer::lead`] with the group) or follows and awaits its answer.
     ///
-    /// Cancel-safe in the sense that matters: once called, the batch is written (or fails) even
-    /// if the returned future is dropped; only the answer is lost.
-    pub async fn append(
+    /// Cancel-safe in the sense that matters: once queued, the batch is written (or fails) even
+    /// if the follower's future is dropped; only the answer is lost.
+    pub(crate) fn enqueue(
         &self,
-        store: &Store,
         topic: Arc<TopicState>,
         messages: Vec<ProducerMessage>,
-    ) -> Result<Range<u64>> {
+    ) -> Result<Role> {
         topic.check_live()?;
         if messages.is_empty() {
             let next = topic.tail().next_id;
-            return Ok(next..next);
+            return Ok(Role::Done(next..next));
         }
         let mut request = Request {
             topic,
             messages,
             reply: None,
         };
-        // Either this caller leads (and keeps its request) or it queues it and waits.
-        let role = {
-            let mut queue = lock(&self.queue);
-            if queue.leading {
-                let (reply, answer) = oneshot::channel();
-                request.reply = Some(reply);
-                queue.pending.push(request);
-                Err(answer)
-            } else {
-                queue.leading = true;
-                let mut group = Vec::with_capacity(1 + queue.pending.len());
-                group.push(request);
-                group.append(&mut queue.pending);
-                Ok(group)
-            }
-        };
-        let answer = match role {
-            Ok(group) => {
-                let multi_threaded = || {
-                    tokio::runtime::Handle::try_current().is_ok_and(|handle| {
-                        handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-                    })
-                };
-                return if self.syncs && multi_threaded() {
-                    tokio::task::block_in_place(|| self.lead(store, group))
-                } else {
-                    self.lead(store, group)
-                };
-            }
-            Err(answer) => answer,
-        };
-        answer.await.map_err(|_| Error::Closed("rocksmq writer"))?
+        let mut queue = lock(&self.queue);
+        if queue.leading {
+            let (reply, answer) = oneshot::channel();
+            request.reply = Some(reply);
+            queue.pending.push(request);
+            return Ok(Role::Follow(answer));
+        }
+        queue.leading = true;
+        let mut group = Vec::with_capacity(1 + queue.pending.len());
+        group.push(request);
+        group.append(&mut queue.pending);
+        Ok(Role::Lead(Group(group)))
     }
 
     /// Commits the leader's first group (its own request and whatever was queued), then keeps
     /// committing until the queue is empty. Returns the leader's own answer.
-    fn lead(&self, store: &Store, first: Vec<Request>) -> Result<Range<u64>> {
-        let mine = self.commit_group(store, first);
+    ///
+    /// If a commit panics, the leadership is handed back and every queued producer is answered
+    /// with an error on the way out, so no later producer waits forever.
+    pub(crate) fn lead(&self, store: &Store, first: Group) -> Result<Range<u64>> {
+        let mut guard = LeaderGuard {
+            writer: self,
+            done: false,
+        };
+        let mine = self.commit_group(store, first.0);
         loop {
             let group = {
                 let mut queue = lock(&self.queue);
@@ -184,6 +218,7 @@ impl Writer {
             };
             self.commit_group(store, group);
         }
+        guard.done = true;
         mine.unwrap_or(Err(Error::Closed("rocksmq client")))
     }
 
@@ -312,7 +347,13 @@ mod tests {
         let spawn = |n: usize| {
             let (writer, store, topic) = (writer.clone(), store.clone(), topic.clone());
             let messages = (0..n).map(|_| ProducerMessage::new("x")).collect();
-            tokio::spawn(async move { writer.append(&store, topic, messages).await })
+            tokio::spawn(async move {
+                match writer.enqueue(topic, messages)? {
+                    Role::Done(range) => Ok(range),
+                    Role::Follow(answer) => answer.await.map_err(|_| Error::Closed("writer"))?,
+                    Role::Lead(group) => writer.lead(&store, group),
+                }
+            })
         };
         // The first caller leads and waits for the commit lock; the others queue behind it.
         let leader = spawn(1);

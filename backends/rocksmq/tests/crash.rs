@@ -79,11 +79,17 @@ fn random(state: &mut u64) -> u64 {
 #[tokio::test]
 async fn every_acknowledged_id_survives_sigkill() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
+    let mut seed = std::env::var("CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        })
         | 1;
+    eprintln!("crash test seed: {seed} (replay with CRASH_SEED={seed})");
     let exe = std::env::current_exe().expect("test binary");
     let mut max_acked = 0;
     for round in 0..ROUNDS {

@@ -162,3 +162,56 @@ async fn ids_and_pages_are_recovered_at_reopen_even_with_every_message_deleted()
     assert_eq!(mq.run_retention().expect("retention").pages, 1);
     assert!(remaining(&mq, "t").is_empty());
 }
+
+/// A seek (consumer, reader) below what retention left is `BelowRetention` naming the oldest id
+/// still held, found at run time; never a silent continue at later data.
+#[tokio::test]
+async fn seeks_below_the_retention_floor_are_refused() {
+    use msgstream::mq::{Client, ConsumerOptions, MessageId, ReaderOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = open(&dir, Duration::from_secs(3600), 0);
+    fill(&mq, "t", &["g"]).await;
+    mq.ack("t", "g", 6).expect("ack");
+    assert_eq!(mq.run_retention().expect("retention").messages, 6);
+    let client = msgstream_rocksmq::RocksmqClient::from(mq.clone());
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new("t", "g"))
+        .await
+        .expect("consumer");
+    match consumer.seek(&MessageId::from_u64(3), true).await {
+        Err(msgstream::Error::BelowRetention {
+            channel,
+            id,
+            oldest,
+        }) => {
+            assert_eq!(channel, "t");
+            assert_eq!(id, MessageId::from_u64(3));
+            assert_eq!(oldest, Some(MessageId::from_u64(7)));
+        }
+        other => panic!("expected BelowRetention, got {other:?}"),
+    }
+    consumer
+        .seek(&MessageId::from_u64(6), false)
+        .await
+        .expect("right after the floor is held");
+    let reader = client
+        .create_reader(ReaderOptions {
+            topic: "t".into(),
+            start: MessageId::from_u64(2),
+            inclusive: true,
+        })
+        .await;
+    assert!(matches!(
+        reader.map(|_| ()),
+        Err(msgstream::Error::BelowRetention { .. })
+    ));
+    // A position Milvus's rocksmq wrote (little-endian id 5) is refused loudly, never a seek to a
+    // wrong place: read big-endian it is far past the end.
+    let milvus = MessageId::from_backend_bytes(5u64.to_le_bytes());
+    assert!(matches!(
+        consumer.seek(&milvus, true).await,
+        Err(msgstream::Error::PastEnd { .. })
+    ));
+    consumer.close().await;
+    mq.close();
+}

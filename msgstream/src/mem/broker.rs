@@ -1,6 +1,6 @@
 //! Shared state of the in-memory backend: topics, their messages and subscription cursors.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -21,7 +21,25 @@ pub(super) struct Topic {
     pub log: Vec<Stored>,
     /// Subscription → index of the first message not yet acked.
     pub cursors: HashMap<String, u64>,
+    /// Subscriptions that have a live consumer (subscriptions are exclusive).
+    pub live: HashSet<String>,
     pub notify: Arc<Notify>,
+}
+
+impl Topic {
+    /// Checks that `id` names a message this topic holds, or the start of the topic: seeking or
+    /// reading from anywhere past the newest message is `Error::PastEnd`.
+    pub fn check_id(&self, name: &str, id: u64) -> crate::Result<()> {
+        let len = self.log.len() as u64;
+        if id == 0 || id < len {
+            return Ok(());
+        }
+        Err(crate::Error::PastEnd {
+            channel: name.to_string(),
+            id: crate::mq::MessageId::from_u64(id),
+            latest: len.checked_sub(1).map(crate::mq::MessageId::from_u64),
+        })
+    }
 }
 
 /// The process-local store behind one or more [`super::MemoryClient`]s.
@@ -48,6 +66,31 @@ impl MemoryBroker {
     pub(super) fn with_topic<R>(&self, topic: &str, f: impl FnOnce(&mut Topic) -> R) -> R {
         let mut topics = self.topics();
         f(topics.entry(topic.to_string()).or_default())
+    }
+
+    /// Runs `f` on `topic` if it exists.
+    pub(super) fn with_existing<R>(
+        &self,
+        topic: &str,
+        f: impl FnOnce(&mut Topic) -> R,
+    ) -> Option<R> {
+        self.topics().get_mut(topic).map(f)
+    }
+
+    /// Removes `topic` unless one of its subscriptions has a live consumer.
+    pub(super) fn remove_topic(&self, topic: &str) -> crate::Result<()> {
+        let mut topics = self.topics();
+        if let Some(t) = topics.get(topic) {
+            if let Some(busy) = t.live.iter().next() {
+                return Err(crate::Error::SubscriptionBusy {
+                    topic: topic.to_string(),
+                    subscription: busy.clone(),
+                });
+            }
+            t.notify.notify_waiters();
+        }
+        topics.remove(topic);
+        Ok(())
     }
 
     /// Wakes every waiter of every topic (used on close).

@@ -83,6 +83,12 @@ impl Client for MemoryClient {
         validate_channel_name("channel", &options.topic)?;
         validate_channel_name("subscription", &options.subscription)?;
         let (cursor, notify) = self.broker.with_topic(&options.topic, |t| {
+            if !t.live.insert(options.subscription.clone()) {
+                return Err(Error::SubscriptionBusy {
+                    topic: options.topic.clone(),
+                    subscription: options.subscription.clone(),
+                });
+            }
             let start = match options.initial_position {
                 InitialPosition::Earliest => 0,
                 InitialPosition::Latest => t.log.len() as u64,
@@ -91,8 +97,8 @@ impl Client for MemoryClient {
                 .cursors
                 .entry(options.subscription.clone())
                 .or_insert(start);
-            (cursor, t.notify.clone())
-        });
+            Ok((cursor, t.notify.clone()))
+        })?;
         Ok(Box::new(MemoryConsumer::new(
             self.clone(),
             options,
@@ -105,6 +111,8 @@ impl Client for MemoryClient {
         self.check_open()?;
         validate_channel_name("channel", &options.topic)?;
         let start = decode_id(&options.start)?;
+        self.broker
+            .with_topic(&options.topic, |t| t.check_id(&options.topic, start))?;
         let cursor = if options.inclusive {
             start
         } else {
@@ -157,6 +165,30 @@ impl Client for MemoryClient {
             .collect();
         subs.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(subs)
+    }
+
+    async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {
+        self.check_open()?;
+        validate_channel_name("channel", topic)?;
+        validate_channel_name("subscription", subscription)?;
+        self.broker
+            .with_existing(topic, |t| {
+                if t.live.contains(subscription) {
+                    return Err(Error::SubscriptionBusy {
+                        topic: topic.to_string(),
+                        subscription: subscription.to_string(),
+                    });
+                }
+                t.cursors.remove(subscription);
+                Ok(())
+            })
+            .unwrap_or(Ok(()))
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<()> {
+        self.check_open()?;
+        validate_channel_name("channel", topic)?;
+        self.broker.remove_topic(topic)
     }
 
     async fn close(&self) {

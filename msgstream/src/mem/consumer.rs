@@ -1,27 +1,76 @@
 //! `MemoryConsumer`: one subscription's delivery cursor over an in-memory topic.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-
-use super::broker::Stored;
 
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
+use super::broker::Stored;
 use super::client::{decode_id, MemoryClient};
-use crate::mq::{Consumer, ConsumerOptions, Delivery, Message, MessageId};
+use crate::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
 use crate::{Error, Result};
 
 /// Delivers a subscription's messages in id order; acks move the subscription's shared cursor.
+///
+/// Holds the subscription's exclusive slot (`Topic::live`) until closed or dropped.
 #[derive(Debug)]
 pub(super) struct MemoryConsumer {
-    client: MemoryClient,
     options: ConsumerOptions,
-    topic: Arc<str>,
     /// Index of the next message to deliver.
     cursor: u64,
-    epoch: u64,
-    closed: bool,
     notify: Arc<Notify>,
+    acks: Arc<MemoryAcker>,
+}
+
+/// What acking needs, shared by the consumer and its [`Acker`] handles.
+#[derive(Debug)]
+struct MemoryAcker {
+    client: MemoryClient,
+    topic: Arc<str>,
+    subscription: String,
+    epoch: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl MemoryAcker {
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("memory consumer"));
+        }
+        self.client.check_open()
+    }
+}
+
+#[async_trait]
+impl Acker for MemoryAcker {
+    async fn ack(&self, message: &Message) -> Result<()> {
+        self.check_open()?;
+        if *message.topic != *self.topic {
+            return Err(Error::InvalidArgument(format!(
+                "message of channel {:?} acked on a consumer of {:?}",
+                message.topic, self.topic
+            )));
+        }
+        if message.delivery.epoch != self.epoch.load(Ordering::Acquire) {
+            return Err(Error::StaleDelivery(format!(
+                "message {:?} was delivered before a seek",
+                message.id
+            )));
+        }
+        let next = decode_id(&message.id)?.saturating_add(1);
+        self.client
+            .broker
+            .with_existing(&self.topic, |t| {
+                match t.cursors.get_mut(&self.subscription) {
+                    Some(cursor) => *cursor = (*cursor).max(next),
+                    None => drop(t.cursors.insert(self.subscription.clone(), next)),
+                }
+            })
+            .ok_or_else(|| Error::NotSubscribed {
+                channel: self.topic.to_string(),
+            })
+    }
 }
 
 impl MemoryConsumer {
@@ -31,22 +80,43 @@ impl MemoryConsumer {
         cursor: u64,
         notify: Arc<Notify>,
     ) -> Self {
-        MemoryConsumer {
+        let acks = Arc::new(MemoryAcker {
             client,
             topic: Arc::from(options.topic.as_str()),
+            subscription: options.subscription.clone(),
+            epoch: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        });
+        MemoryConsumer {
             options,
             cursor,
-            epoch: 0,
-            closed: false,
             notify,
+            acks,
         }
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.closed {
-            return Err(Error::Closed("memory consumer"));
+        self.acks.check_open()
+    }
+
+    fn client(&self) -> &MemoryClient {
+        &self.acks.client
+    }
+
+    /// Gives the subscription's exclusive slot back (once).
+    fn release(&self) {
+        if !self.acks.closed.swap(true, Ordering::AcqRel) {
+            let subscription = &self.options.subscription;
+            self.client()
+                .broker
+                .with_existing(&self.options.topic, |t| t.live.remove(subscription));
         }
-        self.client.check_open()
+    }
+}
+
+impl Drop for MemoryConsumer {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -73,7 +143,7 @@ impl Consumer for MemoryConsumer {
                 return Ok(Vec::new());
             }
             let start = self.cursor as usize;
-            let found: Vec<Stored> = self.client.broker.with_topic(&self.options.topic, |t| {
+            let found: Vec<Stored> = self.client().broker.with_topic(&self.options.topic, |t| {
                 let end = t.log.len().min(start.saturating_add(max.max(1)));
                 t.log
                     .get(start..end)
@@ -81,12 +151,14 @@ impl Consumer for MemoryConsumer {
                     .unwrap_or_default()
             });
             if !found.is_empty() {
-                let delivery = Delivery { epoch: self.epoch };
+                let delivery = Delivery {
+                    epoch: self.acks.epoch.load(Ordering::Acquire),
+                };
                 let messages = found
                     .into_iter()
                     .zip(self.cursor..)
                     .map(|(stored, id)| Message {
-                        topic: self.topic.clone(),
+                        topic: self.acks.topic.clone(),
                         id: MessageId::from_u64(id),
                         payload: stored.payload,
                         properties: stored.properties,
@@ -101,52 +173,38 @@ impl Consumer for MemoryConsumer {
     }
 
     async fn ack(&self, message: &Message) -> Result<()> {
-        self.check_open()?;
-        if *message.topic != *self.options.topic {
-            return Err(Error::InvalidArgument(format!(
-                "message of channel {:?} acked on a consumer of {:?}",
-                message.topic, self.options.topic
-            )));
-        }
-        if message.delivery.epoch != self.epoch {
-            return Err(Error::StaleDelivery(format!(
-                "message {:?} was delivered before a seek",
-                message.id
-            )));
-        }
-        let next = decode_id(&message.id)?.saturating_add(1);
-        self.client.broker.with_topic(&self.options.topic, |t| {
-            let cursor = t
-                .cursors
-                .entry(self.options.subscription.clone())
-                .or_insert(0);
-            *cursor = (*cursor).max(next);
-        });
-        Ok(())
+        self.acks.ack(message).await
+    }
+
+    fn acker(&self) -> Arc<dyn Acker> {
+        self.acks.clone()
     }
 
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         self.check_open()?;
         let id = decode_id(id)?;
         let cursor = if inclusive { id } else { id.saturating_add(1) };
-        self.client.broker.with_topic(&self.options.topic, |t| {
-            t.cursors.insert(self.options.subscription.clone(), cursor);
-        });
+        let (topic, subscription) = (&self.options.topic, &self.options.subscription);
+        self.client().broker.with_topic(topic, |t| {
+            t.check_id(topic, id)?;
+            t.cursors.insert(subscription.clone(), cursor);
+            Ok::<_, Error>(())
+        })?;
         self.cursor = cursor;
-        self.epoch += 1;
+        self.acks.epoch.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
     async fn latest_message_id(&self) -> Result<Option<MessageId>> {
         self.check_open()?;
         let len = self
-            .client
+            .client()
             .broker
             .with_topic(&self.options.topic, |t| t.log.len() as u64);
         Ok(len.checked_sub(1).map(MessageId::from_u64))
     }
 
     async fn close(&mut self) {
-        self.closed = true;
+        self.release();
     }
 }

@@ -87,6 +87,10 @@ impl Reader for MemoryReader {
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         self.check_open()?;
         let id = decode_id(id)?;
+        let topic = &self.topic;
+        self.client
+            .broker
+            .with_topic(topic, |t| t.check_id(topic, id))?;
         self.cursor = if inclusive { id } else { id.saturating_add(1) };
         Ok(())
     }

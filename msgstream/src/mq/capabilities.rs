@@ -13,7 +13,11 @@ pub enum Ordering {
 ///
 /// A call to an unsupported part returns [`crate::Error::Unsupported`]; it never silently does
 /// nothing. The conformance suite asserts exactly that for every `false` here.
+///
+/// `#[non_exhaustive]`: start from [`Capabilities::ALL`] and switch off what a backend lacks, so
+/// that a capability added later does not break backends outside this crate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Capabilities {
     /// `Consumer::seek` to any message id.
     pub seek: bool,
@@ -23,6 +27,10 @@ pub struct Capabilities {
     pub latest_id: bool,
     /// Subscriptions keep their acked position across consumer restarts and client reopen.
     pub durable_subscriptions: bool,
+    /// `Client::delete_subscription`.
+    pub delete_subscriptions: bool,
+    /// `Client::delete_topic`.
+    pub delete_topics: bool,
     /// Per-channel ordering guarantee.
     pub ordering: Ordering,
 }
@@ -34,6 +42,8 @@ impl Capabilities {
         readers: true,
         latest_id: true,
         durable_subscriptions: true,
+        delete_subscriptions: true,
+        delete_topics: true,
         ordering: Ordering::Strict,
     };
 }

@@ -8,7 +8,12 @@
 //! - **Acks** are cumulative on strictly ordered backends: acking a message records that it and
 //!   everything before it in the channel was processed. An ack never silently does nothing: it
 //!   succeeds or returns an error saying why (stale delivery, closed consumer, …).
+//! - **Exclusive subscriptions**: at most one live consumer per (channel, subscription); a second
+//!   `subscribe` is `Error::SubscriptionBusy` until the first is closed or dropped. Brokers that
+//!   cannot enforce this across processes enforce it per client and say so in their docs.
 //! - **Cancel safety**: dropping a pending `recv()` / `next()` future loses no message.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -60,8 +65,43 @@ pub trait Client: Send + Sync {
         })
     }
 
+    /// Deletes a subscription and its stored position (Milvus's disposer). Idempotent: deleting
+    /// a subscription that does not exist succeeds. A subscription with a live consumer is
+    /// `Error::SubscriptionBusy`. `Error::Unsupported` where
+    /// `capabilities().delete_subscriptions` is false.
+    async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {
+        let _ = (topic, subscription);
+        Err(crate::Error::Unsupported {
+            backend: self.backend_name(),
+            what: "deleting subscriptions",
+        })
+    }
+
+    /// Deletes a channel with its messages and subscriptions. Idempotent: deleting a channel that
+    /// does not exist succeeds. A channel with a live consumer is `Error::SubscriptionBusy`.
+    /// `Error::Unsupported` where `capabilities().delete_topics` is false.
+    async fn delete_topic(&self, topic: &str) -> Result<()> {
+        let _ = topic;
+        Err(crate::Error::Unsupported {
+            backend: self.backend_name(),
+            what: "deleting topics",
+        })
+    }
+
     /// Closes the client; every later call on it or on what it created returns `Error::Closed`.
     async fn close(&self);
+}
+
+/// Acks deliveries of one consumer from another task while that consumer waits in `recv`.
+///
+/// The streams receive on one task and commit when the application has had a pack, on its
+/// own task; an acker lets them do that without a round trip through the receiving task. It
+/// follows the consumer's rules exactly: an ack of an older delivery (before a seek) is
+/// `Error::StaleDelivery`, an ack after the consumer closed is `Error::Closed`.
+#[async_trait]
+pub trait Acker: Send + Sync {
+    /// Same as [`Consumer::ack`] on the consumer this acker belongs to.
+    async fn ack(&self, message: &Message) -> Result<()>;
 }
 
 /// Appends messages to one channel.
@@ -109,6 +149,9 @@ pub trait Consumer: Send + Sync {
     /// Records that `message` (and, on ordered backends, everything before it) was processed.
     /// A message of an earlier delivery (before a seek or reconnect) is `Error::StaleDelivery`.
     async fn ack(&self, message: &Message) -> Result<()>;
+
+    /// A handle acking this consumer's deliveries from another task (see [`Acker`]).
+    fn acker(&self) -> Arc<dyn Acker>;
 
     /// Moves the subscription so that the next message is the one at `id` (`inclusive`) or the
     /// one after it. Backwards is allowed. Messages received before the seek can no longer be

@@ -11,7 +11,7 @@ mod message;
 mod options;
 
 pub use capabilities::{Capabilities, Ordering};
-pub use client::{Client, Consumer, Producer, Reader};
+pub use client::{Acker, Client, Consumer, Producer, Reader};
 pub use message::{Delivery, Message, MessageId, ProducerMessage, Properties};
 pub use options::{
     validate_channel_name, ConsumerOptions, InitialPosition, ReaderOptions, SubscriptionInfo,

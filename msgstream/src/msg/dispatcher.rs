@@ -7,8 +7,8 @@ use std::sync::Arc;
 use prost::Message as _;
 
 use super::proto::{
-    CreateCollectionRequest, DeleteRequest, DropCollectionRequest, InsertRequest, MsgHeader,
-    MsgType, TimeTickMsg,
+    CreateCollectionRequest, CreatePartitionRequest, DataNodeTtMsg, DeleteRequest,
+    DropCollectionRequest, DropPartitionRequest, InsertRequest, MsgHeader, MsgType, TimeTickMsg,
 };
 use super::tsmsg::{CustomMsg, MsgBody};
 use crate::{Error, Result};
@@ -17,7 +17,9 @@ use crate::{Error, Result};
 pub type Decoder = Arc<dyn Fn(&[u8]) -> Result<MsgBody> + Send + Sync>;
 
 /// `msg_type` → decoder. [`DecoderRegistry::default`] knows Insert, Delete, TimeTick,
-/// CreateCollection and DropCollection; applications add their own kinds.
+/// CreateCollection, DropCollection, CreatePartition, DropPartition and DataNodeTt;
+/// applications add their own kinds. A kind without a decoder comes through as
+/// [`MsgBody::Unknown`].
 #[derive(Clone)]
 pub struct DecoderRegistry {
     decoders: HashMap<i32, Decoder>,
@@ -55,6 +57,15 @@ impl Default for DecoderRegistry {
         registry.register(MsgType::DropCollection as i32, |b| {
             Ok(MsgBody::DropCollection(DropCollectionRequest::decode(b)?))
         });
+        registry.register(MsgType::CreatePartition as i32, |b| {
+            Ok(MsgBody::CreatePartition(CreatePartitionRequest::decode(b)?))
+        });
+        registry.register(MsgType::DropPartition as i32, |b| {
+            Ok(MsgBody::DropPartition(DropPartitionRequest::decode(b)?))
+        });
+        registry.register(MsgType::DataNodeTt as i32, |b| {
+            Ok(MsgBody::DataNodeTt(DataNodeTtMsg::decode(b)?))
+        });
         registry
     }
 }
@@ -76,19 +87,20 @@ impl DecoderRegistry {
         });
     }
 
-    /// Decodes a payload: header first, then the kind's decoder. Never panics; garbage,
-    /// a missing header and unregistered kinds are `Error::Decode`.
+    /// Decodes a payload: header first, then the kind's decoder. Never panics. A kind without
+    /// a decoder is [`MsgBody::Unknown`] (payload kept whole); garbage, a missing header and a
+    /// body its kind's decoder rejects are `Error::Decode`.
     pub fn decode(&self, payload: &[u8]) -> Result<MsgBody> {
         let base = MsgHeader::decode(payload)?
             .base
             .ok_or_else(|| Error::Decode("payload has no MsgBase at field 1".to_string()))?;
-        let decoder = self.decoders.get(&base.msg_type).ok_or_else(|| {
-            Error::Decode(format!(
-                "no decoder registered for msg_type {}",
-                base.msg_type
-            ))
-        })?;
-        decoder(payload)
+        match self.decoders.get(&base.msg_type) {
+            Some(decoder) => decoder(payload),
+            None => Ok(MsgBody::Unknown(CustomMsg {
+                base,
+                payload: payload.to_vec().into(),
+            })),
+        }
     }
 }
 
@@ -115,16 +127,29 @@ mod tests {
     }
 
     #[test]
-    fn garbage_and_unknown_kinds_are_errors() {
+    fn garbage_is_an_error_and_unknown_kinds_come_through() {
         let registry = DecoderRegistry::default();
         for garbage in [&[0xffu8, 0xff, 0xff][..], &[0x0a, 0x05, 0x08][..], &[][..]] {
             assert!(matches!(registry.decode(garbage), Err(Error::Decode(_))));
         }
+        let bad_insert = [0x0a, 0x03, 0x08, 0x90, 0x03, 0x55, 1, 2, 3, 4];
+        assert!(
+            MsgHeader::decode(&bad_insert[..]).is_ok(),
+            "header is fine, body is not"
+        );
+        assert!(matches!(
+            registry.decode(&bad_insert),
+            Err(Error::Decode(_))
+        ));
         let custom = TimeTickMsg {
             base: Some(MsgBase::new(7777, 1, 1)),
         }
         .encode_to_vec();
-        assert!(matches!(registry.decode(&custom), Err(Error::Decode(_))));
+        let unknown = registry.decode(&custom).expect("unknown kinds decode");
+        assert!(
+            matches!(&unknown, MsgBody::Unknown(c) if c.base.msg_type == 7777 && c.payload == custom)
+        );
+        assert_eq!(TsMsg::new(unknown).encode(), custom);
         let mut extended = registry.clone();
         extended.register_custom(7777);
         assert!(

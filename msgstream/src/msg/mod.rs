@@ -8,7 +8,9 @@ mod tsmsg;
 pub use dispatcher::{Decoder, DecoderRegistry};
 pub use pack::MsgPack;
 pub use proto::{
-    Blob, CreateCollectionRequest, DeleteRequest, DropCollectionRequest, InsertRequest, MsgBase,
-    MsgHeader, MsgPosition, MsgType, TimeTickMsg,
+    Blob, CreateCollectionRequest, CreatePartitionRequest, DataNodeTtMsg, DeleteRequest,
+    DropCollectionRequest, DropPartitionRequest, IdField, Ids, InsertDataVersion, InsertRequest,
+    LongArray, MsgBase, MsgHeader, MsgPosition, MsgType, Property, ReplicateInfo, SegmentStats,
+    StringArray, TimeTickMsg, WalName,
 };
 pub use tsmsg::{CustomMsg, MsgBody, TsMsg};

@@ -4,16 +4,18 @@ use bytes::Bytes;
 use prost::Message as _;
 
 use super::proto::{
-    CreateCollectionRequest, DeleteRequest, DropCollectionRequest, InsertRequest, MsgBase,
-    MsgHeader, MsgPosition, MsgType, TimeTickMsg,
+    CreateCollectionRequest, CreatePartitionRequest, DataNodeTtMsg, DeleteRequest,
+    DropCollectionRequest, DropPartitionRequest, InsertRequest, MsgBase, MsgHeader, MsgPosition,
+    MsgType, TimeTickMsg,
 };
 use crate::mq::Properties;
 use crate::{Error, Result};
 
-/// A message kind the core does not know, carried as its full protobuf encoding.
+/// A message kind the core does not decode, carried as its full protobuf encoding.
 ///
 /// The payload must hold `base` at field 1 (checked by [`CustomMsg::from_payload`]); the
-/// application decodes the rest with its own prost type.
+/// application decodes the rest with its own prost type. Re-encoding gives back the payload
+/// unchanged, so nothing in it is lost on the way through.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CustomMsg {
     /// The decoded header.
@@ -51,8 +53,18 @@ pub enum MsgBody {
     CreateCollection(CreateCollectionRequest),
     /// Drop a collection.
     DropCollection(DropCollectionRequest),
-    /// An application-defined kind.
+    /// Create a partition.
+    CreatePartition(CreatePartitionRequest),
+    /// Drop a partition.
+    DropPartition(DropPartitionRequest),
+    /// A data node's timetick (an ordinary message here, not a stream timetick).
+    DataNodeTt(DataNodeTtMsg),
+    /// An application-defined kind, registered with [`crate::msg::DecoderRegistry::register_custom`].
     Custom(CustomMsg),
+    /// A kind no decoder is registered for. It still reaches the application, header decoded
+    /// and payload intact, because dropping it would lose a message another writer meant for
+    /// someone.
+    Unknown(CustomMsg),
 }
 
 /// A typed message: body, routing keys, and where it was read from.
@@ -100,7 +112,10 @@ impl TsMsg {
             MsgBody::TimeTick(m) => m.base.as_ref(),
             MsgBody::CreateCollection(m) => m.base.as_ref(),
             MsgBody::DropCollection(m) => m.base.as_ref(),
-            MsgBody::Custom(m) => Some(&m.base),
+            MsgBody::CreatePartition(m) => m.base.as_ref(),
+            MsgBody::DropPartition(m) => m.base.as_ref(),
+            MsgBody::DataNodeTt(m) => m.base.as_ref(),
+            MsgBody::Custom(m) | MsgBody::Unknown(m) => Some(&m.base),
         }
     }
 
@@ -121,7 +136,10 @@ impl TsMsg {
             MsgBody::TimeTick(_) => MsgType::TimeTick as i32,
             MsgBody::CreateCollection(_) => MsgType::CreateCollection as i32,
             MsgBody::DropCollection(_) => MsgType::DropCollection as i32,
-            MsgBody::Custom(m) => m.base.msg_type,
+            MsgBody::CreatePartition(_) => MsgType::CreatePartition as i32,
+            MsgBody::DropPartition(_) => MsgType::DropPartition as i32,
+            MsgBody::DataNodeTt(_) => MsgType::DataNodeTt as i32,
+            MsgBody::Custom(m) | MsgBody::Unknown(m) => m.base.msg_type,
         }
     }
 
@@ -165,7 +183,10 @@ impl TsMsg {
             MsgBody::TimeTick(m) => m.encode_to_vec().into(),
             MsgBody::CreateCollection(m) => m.encode_to_vec().into(),
             MsgBody::DropCollection(m) => m.encode_to_vec().into(),
-            MsgBody::Custom(m) => m.payload.clone(),
+            MsgBody::CreatePartition(m) => m.encode_to_vec().into(),
+            MsgBody::DropPartition(m) => m.encode_to_vec().into(),
+            MsgBody::DataNodeTt(m) => m.encode_to_vec().into(),
+            MsgBody::Custom(m) | MsgBody::Unknown(m) => m.payload.clone(),
         }
     }
 }

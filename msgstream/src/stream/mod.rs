@@ -1,14 +1,19 @@
 //! The plain message stream and the parts both streams share.
 
+mod commit;
 mod options;
 mod plain;
 pub(crate) mod producers;
 pub(crate) mod pump;
+mod readers;
 mod repack;
+pub(crate) mod signal;
 
+pub(crate) use commit::CommitLog;
 pub use options::StreamOptions;
 pub use plain::MsgStream;
 pub use producers::{ChannelIds, Produce, Producers};
+pub(crate) use readers::Readers;
 pub use repack::{default_repack, RepackFn};
 
 use std::sync::Arc;
@@ -18,6 +23,61 @@ use crate::mq::{
 };
 use crate::msg::MsgPosition;
 use crate::{Error, Result};
+
+/// Milvus's `CheckTopicValid`: the channel exists on the backend (it was created and not
+/// deleted). `Error::UnknownChannel` otherwise; `Error::Unsupported` where the backend cannot
+/// list its channels.
+pub(crate) async fn check_topic_valid(client: &dyn Client, channel: &str) -> Result<()> {
+    validate_channel_name("channel", channel)?;
+    if client.list_topics().await?.iter().any(|t| t == channel) {
+        Ok(())
+    } else {
+        Err(Error::UnknownChannel {
+            channel: channel.to_string(),
+        })
+    }
+}
+
+/// Rejects a channel named twice in `channels`, or one in `taken` (already consumed by the
+/// stream): delivering a channel twice would duplicate every message.
+pub(crate) fn check_distinct(channels: &[&str], taken: impl Fn(&str) -> bool) -> Result<()> {
+    for (i, channel) in channels.iter().enumerate() {
+        if channels[..i].contains(channel) {
+            return Err(Error::InvalidArgument(format!(
+                "channel {channel:?} is named twice"
+            )));
+        }
+        if taken(channel) {
+            return Err(Error::InvalidArgument(format!(
+                "channel {channel:?} is consumed by this stream already"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks, before anything moves, that each target of a seek is one the channel holds, by
+/// opening (and closing) a reader there: a seek that would fail midway fails here instead,
+/// leaving every channel as it was. Backends without readers are not checked this way.
+pub(crate) async fn precheck_targets(
+    client: &dyn Client,
+    targets: &[(String, MessageId)],
+    inclusive: bool,
+) -> Result<()> {
+    if !client.capabilities().readers {
+        return Ok(());
+    }
+    for (channel, id) in targets {
+        let options = crate::mq::ReaderOptions {
+            topic: channel.clone(),
+            start: id.clone(),
+            inclusive,
+        };
+        let mut reader = client.create_reader(options).await?;
+        reader.close().await;
+    }
+    Ok(())
+}
 
 /// Validates every name, then subscribes `subscription` on each channel (retrying transient
 /// failures): a stream starts consuming all its new channels or none of them.
@@ -32,17 +92,25 @@ pub(crate) async fn subscribe_all(
         validate_channel_name("channel", channel)?;
     }
     validate_channel_name("subscription", subscription)?;
-    let mut consumers = Vec::with_capacity(channels.len());
+    let mut consumers: Vec<Box<dyn Consumer>> = Vec::with_capacity(channels.len());
     for channel in channels {
         let consumer_options = ConsumerOptions {
             buffer: options.buffer.max(1),
             ..ConsumerOptions::new(*channel, subscription).with_initial_position(position)
         };
-        let consumer = options
+        let subscribed = options
             .retry
             .run("subscribe", || client.subscribe(consumer_options.clone()))
-            .await?;
-        consumers.push(consumer);
+            .await;
+        match subscribed {
+            Ok(consumer) => consumers.push(consumer),
+            Err(error) => {
+                for mut consumer in consumers {
+                    consumer.close().await;
+                }
+                return Err(error);
+            }
+        }
     }
     Ok(consumers)
 }

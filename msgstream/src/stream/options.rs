@@ -18,6 +18,15 @@ pub struct StreamOptions {
     pub registry: Arc<DecoderRegistry>,
     /// What the tt stream does with late messages.
     pub late_policy: LatePolicy,
+    /// Commit (ack) each pack when the application asks for the next one, and on `close`
+    /// (the default). Off: nothing is acked until the application calls `commit`.
+    pub auto_commit: bool,
+    /// Most messages the tt stream holds for one channel while waiting for the other channels'
+    /// ticks (a channel that sends without ticking). At the cap the stream stops reading that
+    /// channel and reports it (`TtMsgStream::stats().capped`, a `tracing` warning); it resumes
+    /// by itself as soon as the channel's consumer has a tick queued, so it then holds at most
+    /// this plus `buffer` messages of that channel.
+    pub max_held_per_channel: usize,
 }
 
 impl Default for StreamOptions {
@@ -27,6 +36,8 @@ impl Default for StreamOptions {
             retry: RetryPolicy::default(),
             registry: Arc::new(DecoderRegistry::default()),
             late_policy: LatePolicy::default(),
+            auto_commit: true,
+            max_held_per_channel: 1 << 16,
         }
     }
 }

@@ -1,6 +1,5 @@
 //! `MsgStream`: producers on N channels and consumers delivering one message per pack.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::Stream;
@@ -9,8 +8,10 @@ use tokio::sync::mpsc;
 use super::options::StreamOptions;
 use super::producers::{Produce, Producers};
 use super::pump::{Event, Pumps};
-use super::{resolve_position, subscribe_all};
-use crate::mq::{validate_channel_name, Client, InitialPosition, MessageId, Reader, ReaderOptions};
+use super::{
+    check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
+};
+use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
 
@@ -19,6 +20,21 @@ struct ConsumerSide {
     tx: mpsc::Sender<super::pump::Delivered>,
     rx: mpsc::Receiver<super::pump::Delivered>,
     open: usize,
+    commits: CommitLog,
+    /// The last message handed to the application (channel index, id), not yet committed.
+    delivered: Option<(usize, MessageId)>,
+    /// A permanent failure ended the stream.
+    failed: bool,
+}
+
+impl ConsumerSide {
+    /// Commits everything handed to the application so far.
+    async fn commit_delivered(&mut self) -> Result<()> {
+        match self.delivered.take() {
+            Some((channel, id)) => self.commits.commit(channel, &id).await,
+            None => Ok(()),
+        }
+    }
 }
 
 /// A message stream over one backend (Milvus's `MsgStream`): produce with repacking, broadcast
@@ -27,12 +43,19 @@ struct ConsumerSide {
 /// Per-channel order is the backend's; messages of different channels interleave as they come.
 /// Each delivered pack carries the message's position as both start and end position; storing
 /// it and passing it to [`MsgStream::seek`] resumes there.
+///
+/// **Delivery guarantee.** A message is acked on its subscription only once the application has
+/// had it: when it asks for the next pack (auto-commit, the default), on [`MsgStream::close`],
+/// or through [`MsgStream::commit`] when `StreamOptions::auto_commit` is off. So a consumer that
+/// dies at any point and restarts from its subscription receives again the message it was
+/// handling, and none before it (at-least-once); restarting from stored positions with
+/// [`MsgStream::seek`] is exact.
 pub struct MsgStream {
     client: Arc<dyn Client>,
     options: StreamOptions,
     producers: Producers,
     consumers: Option<ConsumerSide>,
-    readers: HashMap<String, Box<dyn Reader>>,
+    readers: Readers,
 }
 
 impl MsgStream {
@@ -40,10 +63,10 @@ impl MsgStream {
     pub fn new(client: Arc<dyn Client>, options: StreamOptions) -> Self {
         MsgStream {
             producers: Producers::new(client.clone(), options.retry),
+            readers: Readers::new(client.clone(), options.clone()),
             client,
             options,
             consumers: None,
-            readers: HashMap::new(),
         }
     }
 
@@ -59,6 +82,11 @@ impl MsgStream {
         subscription: &str,
         position: InitialPosition,
     ) -> Result<()> {
+        check_distinct(channels, |c| {
+            self.consumers
+                .as_ref()
+                .is_some_and(|side| side.pumps.contains(c))
+        })?;
         let consumers = subscribe_all(
             &self.client,
             &self.options,
@@ -70,36 +98,107 @@ impl MsgStream {
         let (client, options) = (&self.client, &self.options);
         let side = self.consumers.get_or_insert_with(|| {
             let (tx, rx) = mpsc::channel(options.buffer.max(1));
+            let pumps = Pumps::new(client.as_ref(), options);
             ConsumerSide {
-                pumps: Pumps::new(client.as_ref(), options),
+                commits: CommitLog::new(pumps.cumulative_acks()),
+                pumps,
                 tx,
                 rx,
                 open: 0,
+                delivered: None,
+                failed: false,
             }
         });
         for consumer in consumers {
-            side.pumps.add(consumer, side.tx.clone());
+            let (_, acker) = side.pumps.add(consumer, side.tx.clone());
+            side.commits.add_channel(acker);
             side.open += 1;
         }
         Ok(())
     }
 
     /// The next pack (one message), waiting for it. `None` once every consumer is closed.
-    /// Undecodable messages are logged and skipped; consumer errors are returned as items.
+    ///
+    /// With auto-commit (the default) it first commits what was handed over before. An
+    /// undecodable message is returned as an `Error::Decode` item naming its channel and id (and
+    /// counts as handed over); a permanent consumer failure is returned as an item and ends the
+    /// stream.
     pub async fn next_pack(&mut self) -> Option<Result<MsgPack>> {
+        let auto_commit = self.options.auto_commit;
         let side = self.consumers.as_mut()?;
-        while side.open > 0 {
+        if auto_commit {
+            if let Err(error) = side.commit_delivered().await {
+                return Some(Err(error));
+            }
+        }
+        while side.open > 0 && !side.failed {
             let delivered = side.rx.recv().await?;
             if !side.pumps.is_current(&delivered) {
                 continue;
             }
+            let channel = delivered.channel;
+            let handed = delivered.token.as_ref().map(|t| t.id.clone());
+            let per_message = handed.is_some();
+            if let Some(token) = delivered.token {
+                side.commits.received(channel, token, true);
+            }
+            if let Some(id) = handed {
+                side.delivered = Some((channel, id));
+            }
             match delivered.event {
                 Event::Msg(msg) => return Some(Ok(single_pack(msg))),
-                Event::Failed(error) => return Some(Err(error)),
+                Event::Failed(error) => {
+                    // A message that does not decode is one item; a failure with no message
+                    // behind it ended its channel for good.
+                    side.failed |= !per_message;
+                    return Some(Err(error));
+                }
                 Event::Closed => side.open -= 1,
             }
         }
         None
+    }
+
+    /// Commits (acks) every message up to and including each position (as carried by packs of
+    /// this stream), so a restart from the subscription resumes after them. For streams with
+    /// `auto_commit` off; harmless with it on. Positions of unknown channels are errors.
+    pub async fn commit(&mut self, positions: &[MsgPosition]) -> Result<()> {
+        let client = self.client.clone();
+        let Some(side) = self.consumers.as_mut() else {
+            return match positions.first() {
+                Some(p) => Err(Error::NotSubscribed {
+                    channel: p.channel_name.clone(),
+                }),
+                None => Ok(()),
+            };
+        };
+        let mut targets = Vec::with_capacity(positions.len());
+        for position in positions {
+            let index = side.pumps.index_of(&position.channel_name)?;
+            targets.push((index, resolve_position(client.as_ref(), position)?));
+        }
+        for (index, id) in targets {
+            side.commits.commit(index, &id).await?;
+            if side.delivered.as_ref() == Some(&(index, id)) {
+                side.delivered = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// The packs as a `futures::Stream` borrowing the stream, which stays usable afterwards
+    /// (to seek, commit or close it). Boxed, so it is `Unpin` and `Send` like any stream a
+    /// caller would poll with `StreamExt::next`.
+    pub fn packs(&mut self) -> futures::stream::BoxStream<'_, Result<MsgPack>> {
+        Box::pin(futures::stream::unfold(self, |stream| async move {
+            stream.next_pack().await.map(|item| (item, stream))
+        }))
+    }
+
+    /// Whether `channel` exists on the backend (Milvus's `CheckTopicValid`):
+    /// `Error::UnknownChannel` if not.
+    pub async fn check_topic_valid(&self, channel: &str) -> Result<()> {
+        super::check_topic_valid(self.client.as_ref(), channel).await
     }
 
     /// The stream as a `futures::Stream` of packs.
@@ -124,12 +223,31 @@ impl MsgStream {
                     .unwrap_or_default(),
             })?;
         let mut targets = Vec::with_capacity(positions.len());
-        for position in positions {
+        for (i, position) in positions.iter().enumerate() {
             let index = side.pumps.index_of(&position.channel_name)?;
+            if positions[..i]
+                .iter()
+                .any(|p| p.channel_name == position.channel_name)
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "two positions for channel {:?}",
+                    position.channel_name
+                )));
+            }
             targets.push((index, resolve_position(client.as_ref(), position)?));
         }
+        let named: Vec<(String, MessageId)> = positions
+            .iter()
+            .zip(&targets)
+            .map(|(p, (_, id))| (p.channel_name.clone(), id.clone()))
+            .collect();
+        precheck_targets(client.as_ref(), &named, inclusive).await?;
         for (index, id) in targets {
             side.pumps.seek(index, &id, inclusive).await?;
+            side.commits.reset(index);
+            if side.delivered.as_ref().is_some_and(|(c, _)| *c == index) {
+                side.delivered = None;
+            }
         }
         Ok(())
     }
@@ -149,79 +267,40 @@ impl MsgStream {
     /// Opens readers on `channels`, from the earliest message. `subscription` only names them in
     /// diagnostics: readers keep no durable state.
     pub async fn as_reader(&mut self, channels: &[&str], subscription: &str) -> Result<()> {
-        validate_channel_name("subscription", subscription)?;
-        for channel in channels {
-            validate_channel_name("channel", channel)?;
-            let options = ReaderOptions {
-                topic: channel.to_string(),
-                start: self.client.earliest_message_id(),
-                inclusive: true,
-            };
-            let client = &self.client;
-            let reader = self
-                .options
-                .retry
-                .run("create reader", || client.create_reader(options.clone()))
-                .await?;
-            self.readers.insert(channel.to_string(), reader);
-        }
-        Ok(())
-    }
-
-    fn reader(&mut self, channel: &str) -> Result<&mut Box<dyn Reader>> {
-        self.readers
-            .get_mut(channel)
-            .ok_or_else(|| Error::NotSubscribed {
-                channel: channel.to_string(),
-            })
+        self.readers.add(channels, subscription).await
     }
 
     /// The next message of a reader channel, waiting for it; undecodable payloads are errors.
     pub async fn next(&mut self, channel: &str) -> Result<TsMsg> {
-        let subscription = String::new();
-        let registry = self.options.registry.clone();
-        let msg = self.reader(channel)?.next().await?;
-        let mut ts = TsMsg::new(registry.decode(&msg.payload)?);
-        ts.position = Some(MsgPosition {
-            channel_name: msg.topic.to_string(),
-            msg_id: msg.id.as_bytes().to_vec(),
-            msg_group: subscription,
-            timestamp: ts.end_ts(),
-        });
-        ts.properties = msg.properties;
-        Ok(ts)
+        self.readers.next(channel).await
     }
 
     /// Whether a reader channel has a message available now.
     pub async fn has_next(&mut self, channel: &str) -> Result<bool> {
-        self.reader(channel)?.has_next().await
+        self.readers.has_next(channel).await
     }
 
-    /// Moves readers to positions (each must name a reader channel).
+    /// Moves readers to positions (each must name a reader channel); every target is checked
+    /// before any reader moves.
     pub async fn seek_readers(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
-        let mut targets = Vec::with_capacity(positions.len());
-        for position in positions {
-            self.reader(&position.channel_name)?;
-            targets.push(resolve_position(self.client.as_ref(), position)?);
-        }
-        for (position, id) in positions.iter().zip(targets) {
-            self.reader(&position.channel_name)?
-                .seek(&id, inclusive)
-                .await?;
-        }
-        Ok(())
+        self.readers.seek(positions, inclusive).await
     }
 
-    /// Closes producers, consumers (acked positions stay) and readers.
+    /// Closes producers, consumers and readers. With auto-commit, what the application was
+    /// handed is committed first; acked positions stay.
     pub async fn close(&mut self) {
         self.producers.close().await;
+        let auto_commit = self.options.auto_commit;
         if let Some(side) = self.consumers.as_mut() {
+            if auto_commit {
+                if let Err(error) = side.commit_delivered().await {
+                    tracing::warn!(%error, "committing on close failed");
+                }
+            }
             side.pumps.close().await;
             side.open = 0;
         }
-        for (_, mut reader) in self.readers.drain() {
-            reader.close().await;
-        }
+        self.readers.close().await;
     }
 }
 

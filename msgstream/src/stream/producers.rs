@@ -20,6 +20,8 @@ pub struct Producers {
     client: Arc<dyn Client>,
     retry: RetryPolicy,
     channels: Vec<String>,
+    /// Whether producing is allowed (`enable_produce`).
+    enabled: bool,
     producers: Vec<Box<dyn Producer>>,
     repack: Option<RepackFn>,
 }
@@ -30,6 +32,7 @@ impl Producers {
             client,
             retry,
             channels: Vec::new(),
+            enabled: true,
             producers: Vec::new(),
             repack: None,
         }
@@ -37,6 +40,7 @@ impl Producers {
 
     /// Adds producers for `channels` (retrying transient failures).
     pub(crate) async fn add(&mut self, channels: &[&str]) -> Result<()> {
+        super::check_distinct(channels, |c| self.channels.iter().any(|have| have == c))?;
         for channel in channels {
             validate_channel_name("channel", channel)?;
         }
@@ -60,7 +64,14 @@ impl Producers {
         self.repack = Some(repack);
     }
 
+    pub(crate) fn set_enabled(&mut self, enabled: bool) {
+        self.enabled = enabled;
+    }
+
     fn check_producers(&self) -> Result<()> {
+        if !self.enabled {
+            return Err(Error::ProduceDisabled);
+        }
         if self.producers.is_empty() {
             Err(Error::InvalidArgument(
                 "the stream has no producers: call as_producer first".into(),
@@ -175,6 +186,12 @@ pub trait Produce {
     /// Producer channels, in order; routing indexes into this list.
     fn producer_channels(&self) -> &[String] {
         self.producers().channels()
+    }
+
+    /// Allows or refuses producing (Milvus's `ForceEnableProduce`): while disabled, every
+    /// produce and broadcast is `Error::ProduceDisabled` and writes nothing.
+    fn enable_produce(&mut self, enabled: bool) {
+        self.producers_mut().set_enabled(enabled);
     }
 
     /// Replaces the default repack rules.

@@ -7,10 +7,11 @@
 //! nothing. Each seek bumps the channel's *generation*; queued deliveries of an older generation
 //! are discarded by the reader of the queue.
 //!
-//! Pumps receive in batches (`Consumer::recv_batch`). Ack policy: a message is acked once it is
-//! in the queue for the application — on strictly ordered backends, whose acks are cumulative,
-//! once per batch (the last message handed over), elsewhere one by one. Recovery after a crash
-//! is by stored positions (`seek`), as in Milvus, not by redelivery.
+//! Pumps receive in batches (`Consumer::recv_batch`) and never ack: each delivery carries the
+//! received message as an ack token, and the stream commits tokens once the application has
+//! had them ([`super::commit`]). A pump that panics (a user decoder, say) ends its channel with
+//! an error instead of going silent; a transient receive error is retried with backoff, a
+//! permanent one ends the channel with that error.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -19,13 +20,19 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::signal::PumpSignal;
 use super::StreamOptions;
-use crate::mq::{Client, Consumer, Message, MessageId, Ordering};
+use futures::FutureExt;
+
+use crate::mq::{Acker, Client, Consumer, Message, MessageId, Ordering};
 use crate::msg::{DecoderRegistry, MsgPosition, TsMsg};
 use crate::{trace, Error, Result};
 
-/// Pause after a receive error, so a broken consumer does not spin.
+/// First pause after a transient receive error; doubles up to [`MAX_BACKOFF`].
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Longest pause between retries of a failing receive.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Most messages taken from a consumer in one call.
 const MAX_BATCH: usize = 256;
@@ -37,9 +44,10 @@ const MAX_BATCH: usize = 256;
 pub(crate) enum Event {
     /// A decoded message, with its position.
     Msg(TsMsg),
-    /// The consumer reported an error; the pump goes on.
+    /// A message whose payload does not decode (its token is in [`Delivered::token`]), or a
+    /// failure that ended the channel (then `Closed` follows).
     Failed(Error),
-    /// The consumer was closed; nothing more will come.
+    /// The consumer was closed or failed for good; nothing more will come.
     Closed,
 }
 
@@ -49,26 +57,19 @@ pub(crate) struct Delivered {
     pub(crate) channel: usize,
     pub(crate) generation: u64,
     pub(crate) event: Event,
-}
-
-/// A received message on its way: `delivered` is `None` for an undecodable one, which is only
-/// acked.
-struct Pending {
-    delivered: Option<Delivered>,
-    ack: Option<Message>,
+    /// The received message behind `event`, to be committed once the application has had it.
+    pub(crate) token: Option<Message>,
 }
 
 struct Parked {
     consumer: Box<dyn Consumer>,
-    pending: VecDeque<Pending>,
-    /// Last message handed over but not yet acked (cumulative acks only).
-    unacked: Option<Message>,
+    pending: VecDeque<Delivered>,
 }
 
 enum SlotState {
     Running {
         stop: oneshot::Sender<()>,
-        handle: JoinHandle<Parked>,
+        handle: JoinHandle<Option<Parked>>,
     },
     Parked(Box<Parked>),
     Gone,
@@ -79,6 +80,7 @@ struct Slot {
     generation: u64,
     tx: mpsc::Sender<Delivered>,
     state: SlotState,
+    signal: Arc<PumpSignal>,
 }
 
 /// The pumps of one stream, one per channel, in subscription order.
@@ -89,9 +91,22 @@ pub(crate) struct Pumps {
     slots: Vec<Slot>,
 }
 
+/// A pump that panicked: its channel ends with this error.
+fn panicked(channel: &str, panic: &(dyn std::any::Any + Send)) -> Error {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    Error::backend(
+        "msgstream",
+        format!("the consumer task of channel {channel:?} panicked: {what}"),
+    )
+}
+
 impl Pumps {
     /// Pumps for consumers of `client`, decoding with the options' registry and receiving at
-    /// most `buffer` messages at a time; acks are cumulative when the backend is strictly ordered.
+    /// most `buffer` messages at a time.
     pub(crate) fn new(client: &dyn Client, options: &StreamOptions) -> Self {
         Pumps {
             registry: options.registry.clone(),
@@ -101,13 +116,25 @@ impl Pumps {
         }
     }
 
-    /// Starts a pump for `consumer`, delivering into `tx`; returns its channel index.
+    /// Whether the backend's acks are cumulative (strictly ordered channels).
+    pub(crate) fn cumulative_acks(&self) -> bool {
+        self.cumulative_acks
+    }
+
+    /// Whether `channel` is consumed already.
+    pub(crate) fn contains(&self, channel: &str) -> bool {
+        self.slots.iter().any(|s| s.channel == channel)
+    }
+
+    /// Starts a pump for `consumer`, delivering into `tx`; returns its channel index and the
+    /// acker that commits its deliveries.
     pub(crate) fn add(
         &mut self,
         consumer: Box<dyn Consumer>,
         tx: mpsc::Sender<Delivered>,
-    ) -> usize {
+    ) -> (usize, Arc<dyn Acker>) {
         let index = self.slots.len();
+        let acker = consumer.acker();
         self.slots.push(Slot {
             channel: consumer.topic().to_string(),
             generation: 0,
@@ -115,11 +142,11 @@ impl Pumps {
             state: SlotState::Parked(Box::new(Parked {
                 consumer,
                 pending: VecDeque::new(),
-                unacked: None,
             })),
+            signal: Arc::new(PumpSignal::default()),
         });
         self.start(index);
-        index
+        (index, acker)
     }
 
     pub(crate) fn index_of(&self, channel: &str) -> Result<usize> {
@@ -129,6 +156,16 @@ impl Pumps {
             .ok_or_else(|| Error::NotSubscribed {
                 channel: channel.to_string(),
             })
+    }
+
+    /// What the pump of channel `index` publishes (ticks queued, messages held).
+    pub(crate) fn signal(&self, index: usize) -> Option<&Arc<PumpSignal>> {
+        self.slots.get(index).map(|s| &s.signal)
+    }
+
+    /// Received messages held by the pumps before their queues, all channels together.
+    pub(crate) fn pending(&self) -> usize {
+        self.slots.iter().map(|s| s.signal.pending()).sum()
     }
 
     /// Whether `delivered` belongs to the current generation of its channel.
@@ -151,11 +188,36 @@ impl Pumps {
             channel: index,
             generation: slot.generation,
             registry,
-            cumulative_acks: self.cumulative_acks,
             batch: self.batch,
             tx: slot.tx.clone(),
+            signal: slot.signal.clone(),
         };
-        let handle = tokio::spawn(run(*parked, ctx, stopped));
+        let name = slot.channel.clone();
+        let tx = slot.tx.clone();
+        let generation = slot.generation;
+        let handle = tokio::spawn(async move {
+            let outcome = std::panic::AssertUnwindSafe(run(*parked, ctx, stopped))
+                .catch_unwind()
+                .await;
+            match outcome {
+                Ok(parked) => Some(parked),
+                Err(panic) => {
+                    let error = panicked(&name, panic.as_ref());
+                    tracing::error!(channel = %name, %error, "consumer task panicked");
+                    for event in [Event::Failed(error), Event::Closed] {
+                        let _ = tx
+                            .send(Delivered {
+                                channel: index,
+                                generation,
+                                event,
+                                token: None,
+                            })
+                            .await;
+                    }
+                    None
+                }
+            }
+        });
         slot.state = SlotState::Running { stop, handle };
     }
 
@@ -168,7 +230,13 @@ impl Pumps {
             SlotState::Running { stop, handle } => {
                 let _ = stop.send(());
                 match handle.await {
-                    Ok(parked) => SlotState::Parked(Box::new(parked)),
+                    Ok(Some(parked)) => SlotState::Parked(Box::new(parked)),
+                    Ok(None) => {
+                        return Err(Error::backend(
+                            "msgstream",
+                            format!("the consumer task of {:?} panicked earlier", slot.channel),
+                        ))
+                    }
                     Err(e) => {
                         return Err(Error::backend(
                             "msgstream",
@@ -185,7 +253,9 @@ impl Pumps {
         }
     }
 
-    /// Seeks one channel's consumer and restarts it; deliveries queued before are discarded.
+    /// Seeks one channel's consumer and restarts it. On success, deliveries queued before are
+    /// discarded (a new generation); on failure nothing changes: the pump goes on where it was,
+    /// with everything it held.
     pub(crate) async fn seek(
         &mut self,
         index: usize,
@@ -193,11 +263,12 @@ impl Pumps {
         inclusive: bool,
     ) -> Result<()> {
         let parked = self.park(index).await?;
-        parked.pending.clear();
-        parked.unacked = None;
         let result = parked.consumer.seek(id, inclusive).await;
-        if let Some(slot) = self.slots.get_mut(index) {
-            slot.generation += 1;
+        if result.is_ok() {
+            parked.pending.clear();
+            if let Some(slot) = self.slots.get_mut(index) {
+                slot.generation += 1;
+            }
         }
         self.start(index);
         result
@@ -228,23 +299,25 @@ struct PumpContext {
     channel: usize,
     generation: u64,
     registry: Arc<DecoderRegistry>,
-    cumulative_acks: bool,
     batch: usize,
     tx: mpsc::Sender<Delivered>,
+    signal: Arc<PumpSignal>,
 }
 
 impl PumpContext {
-    fn delivered(&self, event: Event) -> Delivered {
+    fn delivered(&self, event: Event, token: Option<Message>) -> Delivered {
         Delivered {
             channel: self.channel,
             generation: self.generation,
             event,
+            token,
         }
     }
 
-    /// Decodes a message; garbage is logged and acked away (`None`), the stream goes on.
-    fn decode(&self, consumer: &dyn Consumer, msg: &Message) -> Option<TsMsg> {
-        match self.registry.decode(&msg.payload) {
+    /// Decodes a message into an event: the typed message, or `Failed(Decode)` naming the
+    /// channel and id. Either way the message itself travels on as the ack token.
+    fn decode(&self, consumer: &dyn Consumer, mut msg: Message) -> Delivered {
+        let event = match self.registry.decode(&msg.payload) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
                 let mut ts = TsMsg::new(body);
@@ -252,119 +325,103 @@ impl PumpContext {
                     channel_name: msg.topic.to_string(),
                     msg_id: msg.id.as_bytes().to_vec(),
                     msg_group: consumer.subscription().to_string(),
-                    timestamp: ts.end_ts(),
+                    // Milvus stamps a consumed message's position with its BeginTs; the tt
+                    // stream restamps the positions of its packs with their end_ts.
+                    timestamp: ts.begin_ts(),
+                    ..MsgPosition::default()
                 });
-                ts.properties = msg.properties.clone();
-                Some(ts)
+                ts.properties = std::mem::take(&mut msg.properties);
+                Event::Msg(ts)
             }
             Err(error) => {
-                tracing::error!(channel = %msg.topic, id = ?msg.id, %error, "skipping undecodable message");
+                tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "undecodable message");
+                Event::Failed(match error {
+                    Error::Decode(reason) => Error::Decode(format!(
+                        "message {:?} on channel {:?}: {reason}",
+                        msg.id, msg.topic
+                    )),
+                    other => other,
+                })
+            }
+        };
+        self.delivered(event, Some(msg))
+    }
+
+    /// Turns a received batch into pending deliveries (an empty batch means closed). Returns
+    /// the transient error to back off from, if the receive failed that way.
+    fn receive(&self, parked: &mut Parked, received: Result<Vec<Message>>) -> Option<Error> {
+        match received {
+            Ok(batch) if batch.is_empty() => {
+                parked
+                    .pending
+                    .push_back(self.delivered(Event::Closed, None));
                 None
             }
-        }
-    }
-}
-
-impl PumpContext {
-    /// Turns a received batch into pending deliveries (an empty batch means closed).
-    fn receive(&self, parked: &mut Parked, received: Result<Vec<Message>>) {
-        match received {
-            Ok(batch) if batch.is_empty() => parked.pending.push_back(Pending {
-                delivered: Some(self.delivered(Event::Closed)),
-                ack: None,
-            }),
             Ok(batch) => {
                 for msg in batch {
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
                     let _entered = span.enter();
-                    let delivered = self
-                        .decode(parked.consumer.as_ref(), &msg)
-                        .map(|ts| self.delivered(Event::Msg(ts)));
-                    parked.pending.push_back(Pending {
-                        delivered,
-                        ack: Some(msg),
-                    });
+                    let delivered = self.decode(parked.consumer.as_ref(), msg);
+                    parked.pending.push_back(delivered);
                 }
+                None
             }
-            Err(error) => parked.pending.push_back(Pending {
-                delivered: Some(self.delivered(Event::Failed(error))),
-                ack: None,
-            }),
+            Err(error) if error.is_permanent() => {
+                parked
+                    .pending
+                    .push_back(self.delivered(Event::Failed(error), None));
+                parked
+                    .pending
+                    .push_back(self.delivered(Event::Closed, None));
+                None
+            }
+            Err(error) => Some(error),
         }
-    }
-
-    /// Acks a message handed over (or skipped): at once, or deferred to the end of the batch
-    /// when acks are cumulative.
-    async fn acked(&self, parked: &mut Parked, msg: Option<Message>) {
-        let Some(msg) = msg else { return };
-        if self.cumulative_acks {
-            parked.unacked = Some(msg);
-        } else {
-            ack(parked.consumer.as_ref(), &msg).await;
-        }
-    }
-}
-
-/// Acks the last message handed over, if a cumulative ack is outstanding.
-async fn flush_ack(parked: &mut Parked) {
-    if let Some(msg) = parked.unacked.take() {
-        ack(parked.consumer.as_ref(), &msg).await;
     }
 }
 
 async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<()>) -> Parked {
+    let mut backoff = ERROR_BACKOFF;
     loop {
-        if parked.pending.is_empty() {
-            flush_ack(&mut parked).await;
+        let Some(front) = parked.pending.front() else {
             let received = tokio::select! {
                 biased;
                 _ = &mut stop => return parked,
                 received = parked.consumer.recv_batch(ctx.batch) => received,
             };
-            ctx.receive(&mut parked, received);
-            continue;
-        }
-        let needs_queue = parked
-            .pending
-            .front()
-            .is_some_and(|p| p.delivered.is_some());
-        if needs_queue {
-            tokio::select! {
-                biased;
-                _ = &mut stop => {
-                    flush_ack(&mut parked).await;
-                    return parked;
-                }
-                permit = ctx.tx.reserve() => {
-                    let Ok(permit) = permit else { return parked };
-                    let Some(Pending { delivered: Some(delivered), ack }) = parked.pending.pop_front() else {
-                        continue;
-                    };
-                    let terminal = matches!(delivered.event, Event::Closed);
-                    let failed = matches!(delivered.event, Event::Failed(_));
-                    permit.send(delivered);
-                    ctx.acked(&mut parked, ack).await;
-                    if terminal {
-                        flush_ack(&mut parked).await;
-                        let _ = stop.await;
-                        return parked;
+            let backoff_from = ctx.receive(&mut parked, received);
+            ctx.signal.set_pending(parked.pending.len());
+            match backoff_from {
+                None => backoff = ERROR_BACKOFF,
+                Some(error) => {
+                    tracing::warn!(channel = %parked.consumer.topic(), %error, ?backoff, "receive failed, retrying");
+                    tokio::select! {
+                        _ = &mut stop => return parked,
+                        _ = tokio::time::sleep(backoff) => {}
                     }
-                    if failed {
-                        tokio::select! {
-                            _ = &mut stop => return parked,
-                            _ = tokio::time::sleep(ERROR_BACKOFF) => {}
-                        }
-                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
-        } else if let Some(skipped) = parked.pending.pop_front() {
-            ctx.acked(&mut parked, skipped.ack).await;
+            continue;
+        };
+        let terminal = matches!(front.event, Event::Closed);
+        tokio::select! {
+            biased;
+            _ = &mut stop => return parked,
+            permit = ctx.tx.reserve() => {
+                let Ok(permit) = permit else { return parked };
+                let Some(delivered) = parked.pending.pop_front() else { continue };
+                let tick = matches!(&delivered.event, Event::Msg(m) if m.is_time_tick());
+                permit.send(delivered);
+                ctx.signal.set_pending(parked.pending.len());
+                if tick {
+                    ctx.signal.tick_queued();
+                }
+                if terminal {
+                    let _ = stop.await;
+                    return parked;
+                }
+            }
         }
-    }
-}
-
-async fn ack(consumer: &dyn Consumer, msg: &Message) {
-    if let Err(error) = consumer.ack(msg).await {
-        tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "ack failed");
     }
 }

@@ -104,6 +104,9 @@ fn split_insert(
         .collect())
 }
 
+/// Splits a delete per row. Its keys are in `primary_keys` (Milvus ≥ 2.2, integer or string),
+/// in `int64_primary_keys` (older writers), or in both; every form present must hold one key per
+/// row, and each row's message carries its key in the same form(s).
 fn split_delete(
     index: usize,
     m: &DeleteRequest,
@@ -113,20 +116,32 @@ fn split_delete(
         .map_err(|_| Error::InvalidArgument(format!("message {index}: negative num_rows")))?;
     check_len(index, "hash_keys", keys.len(), rows)?;
     check_len(index, "timestamps", m.timestamps.len(), rows)?;
-    check_len(
-        index,
-        "int64_primary_keys",
-        m.int64_primary_keys.len(),
-        rows,
-    )?;
+    if let Some(ids) = &m.primary_keys {
+        check_len(index, "primary_keys", ids.len(), rows)?;
+    }
+    if m.primary_keys.is_none() || !m.int64_primary_keys.is_empty() {
+        check_len(
+            index,
+            "int64_primary_keys",
+            m.int64_primary_keys.len(),
+            rows,
+        )?;
+    }
+    let template = DeleteRequest {
+        timestamps: Vec::new(),
+        int64_primary_keys: Vec::new(),
+        primary_keys: None,
+        ..m.clone()
+    };
     Ok((0..rows)
         .map(|row| {
             let one = DeleteRequest {
                 base: row_base(&m.base, MsgType::Delete, m.timestamps[row]),
                 timestamps: vec![m.timestamps[row]],
-                int64_primary_keys: vec![m.int64_primary_keys[row]],
+                int64_primary_keys: m.int64_primary_keys.get(row).copied().into_iter().collect(),
+                primary_keys: m.primary_keys.as_ref().and_then(|ids| ids.row(row)),
                 num_rows: 1,
-                ..m.clone()
+                ..template.clone()
             };
             (keys[row], one)
         })
@@ -136,6 +151,7 @@ fn split_delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::msg::Ids;
 
     fn insert(keys: Vec<u32>, ts: Vec<u64>, rows: u64) -> TsMsg {
         let n = ts.len();
@@ -188,6 +204,76 @@ mod tests {
             .expect("repack");
         assert_eq!(out.iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1, 2]);
         assert!(out[2][1].is_time_tick());
+    }
+
+    fn delete(ids: Option<Ids>, legacy: Vec<i64>) -> TsMsg {
+        TsMsg::new(MsgBody::Delete(DeleteRequest {
+            base: Some(MsgBase::new(MsgType::Delete as i32, 4, 0)),
+            timestamps: vec![5, 6],
+            int64_primary_keys: legacy,
+            primary_keys: ids,
+            num_rows: 2,
+            segment_id: 77,
+            ..Default::default()
+        }))
+        .with_hash_keys(vec![2, 5])
+    }
+
+    fn deletes(out: &[Vec<TsMsg>]) -> Vec<(usize, DeleteRequest)> {
+        let mut rows = Vec::new();
+        for (channel, msgs) in out.iter().enumerate() {
+            for msg in msgs {
+                let MsgBody::Delete(m) = &msg.body else {
+                    panic!("delete expected")
+                };
+                assert_eq!((m.num_rows, m.segment_id), (1, 77));
+                rows.push((channel, m.clone()));
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn delete_rows_keep_their_key_form() {
+        let strings = vec!["a".to_string(), "b".to_string()];
+        let out = default_repack(vec![delete(Some(Ids::strings(strings)), vec![])], 2)
+            .expect("string keys");
+        let rows = deletes(&out);
+        assert_eq!(rows.len(), 2);
+        for ((channel, m), (want_channel, key, ts)) in rows.iter().zip([(0, "a", 5), (1, "b", 6)]) {
+            assert_eq!(*channel, want_channel);
+            assert_eq!(m.primary_keys, Some(Ids::strings(vec![key.to_string()])));
+            assert!(m.int64_primary_keys.is_empty());
+            assert_eq!(m.timestamps, vec![ts]);
+        }
+        let out = default_repack(vec![delete(Some(Ids::ints(vec![8, 9])), vec![8, 9])], 2)
+            .expect("both forms");
+        let rows = deletes(&out);
+        assert_eq!(rows[0].1.primary_keys, Some(Ids::ints(vec![8])));
+        assert_eq!(rows[0].1.int64_primary_keys, vec![8]);
+        assert_eq!(rows[1].1.primary_keys, Some(Ids::ints(vec![9])));
+        assert_eq!(rows[1].1.int64_primary_keys, vec![9]);
+    }
+
+    #[test]
+    fn delete_key_count_mismatch_names_the_form() {
+        let err = default_repack(vec![delete(Some(Ids::ints(vec![1])), vec![])], 2)
+            .expect_err("one key, two rows");
+        assert!(
+            err.to_string().contains("primary_keys has 1 entries"),
+            "{err}"
+        );
+        let err = default_repack(vec![delete(Some(Ids::ints(vec![1, 2])), vec![3])], 2)
+            .expect_err("legacy keys short");
+        assert!(
+            err.to_string().contains("int64_primary_keys has 1"),
+            "{err}"
+        );
+        let err = default_repack(vec![delete(None, vec![])], 2).expect_err("no keys at all");
+        assert!(
+            err.to_string().contains("int64_primary_keys has 0"),
+            "{err}"
+        );
     }
 
     #[test]

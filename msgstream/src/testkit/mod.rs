@@ -13,6 +13,7 @@
 //! assert `Error::Unsupported` for every capability the backend says it lacks.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod contract_checks;
 mod mq_checks;
 mod stream_checks;
 mod tt_checks;
@@ -23,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use contract_checks::*;
 pub use mq_checks::*;
 pub use stream_checks::*;
 pub use tt_checks::*;
@@ -119,7 +121,16 @@ macro_rules! contract_tests {
             tt_different_tick_timestamps,
             tt_three_channels_aligned,
             tt_replay_determinism,
-            tt_skips_garbage,
+            tt_reports_garbage,
+            exclusive_subscriptions,
+            delete_subscription_and_topic,
+            seek_outside_the_channel,
+            repeated_channel_names,
+            plain_commit_semantics,
+            tt_commit_semantics,
+            tt_caps_a_channel_without_ticks,
+            stream_ends_when_a_decoder_panics,
+            stream_interface_extras,
         );
     };
     (@each $harness:path; $($check:ident),* $(,)?) => {

@@ -6,7 +6,9 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 
 use super::{insert, row_id, unique, within};
 use crate::mq::{Client, InitialPosition, ProducerMessage};
-use crate::msg::{MsgPack, MsgPosition, TsMsg};
+use prost::Message as _;
+
+use crate::msg::{MsgBase, MsgBody, MsgPack, MsgPosition, TimeTickMsg, TsMsg};
 use crate::stream::Produce;
 use crate::stream::{MsgStream, StreamOptions};
 use crate::Error;
@@ -221,16 +223,37 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
         matches!(stream.next(&a).await, Err(Error::NotSubscribed { .. })),
         "no reader on it"
     );
-    // Garbage on the channel is skipped, the stream goes on.
+    // Garbage on the channel is an error item, a kind nobody registered comes through whole,
+    // and the stream goes on.
     let raw = client.create_producer(&a).await.expect("producer");
     raw.send(ProducerMessage::new(&b"\xff\xffgarbage"[..]))
         .await
         .expect("send garbage");
+    let foreign = TimeTickMsg {
+        base: Some(MsgBase::new(7777, 3, 8)),
+    }
+    .encode_to_vec();
+    raw.send(ProducerMessage::new(foreign.clone()))
+        .await
+        .expect("send unknown kind");
     producer(&client, &[a.as_str()])
         .await
         .produce(&pack(vec![insert(9, 9, 0)]))
         .await
         .expect("produce");
+    let garbage = within("an error item", stream.next_pack())
+        .await
+        .expect("stream open");
+    assert!(
+        matches!(&garbage, Err(Error::Decode(reason)) if reason.contains(a.as_str())),
+        "the error names the channel: {garbage:?}"
+    );
+    let unknown = next_msg(&mut stream).await;
+    assert!(
+        matches!(&unknown.body, MsgBody::Unknown(m) if m.base.msg_type == 7777),
+        "{unknown:?}"
+    );
+    assert_eq!(unknown.encode(), foreign);
     assert_eq!(row_id(&next_msg(&mut stream).await), 9);
 }
 

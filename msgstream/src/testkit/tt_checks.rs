@@ -8,6 +8,7 @@ use crate::msg::{MsgPack, MsgPosition, TsMsg};
 use crate::stream::Produce;
 use crate::stream::StreamOptions;
 use crate::tt::TtMsgStream;
+use crate::Error;
 
 fn pack(msgs: Vec<TsMsg>) -> MsgPack {
     MsgPack {
@@ -215,8 +216,8 @@ pub async fn tt_replay_determinism(client: Arc<dyn Client>) {
     }
 }
 
-/// Undecodable payloads are skipped with a logged error; the stream continues.
-pub async fn tt_skips_garbage(client: Arc<dyn Client>) {
+/// Each undecodable payload is an error item; the stream continues with the same packs.
+pub async fn tt_reports_garbage(client: Arc<dyn Client>) {
     let a = unique("tt-garbage");
     write(&client, &a, &[Ok(1)]).await;
     let raw = client.create_producer(&a).await.expect("producer");
@@ -228,6 +229,17 @@ pub async fn tt_skips_garbage(client: Arc<dyn Client>) {
         .expect("garbage");
     write(&client, &a, &[Ok(2), Err(3)]).await;
     let mut stream = tt_consumer(&client, &[a.as_str()]).await;
-    let packs = packs_until(&mut stream, 3).await;
-    assert_eq!(summary(&packs), vec![(0, 3, vec![1, 2])]);
+    let mut errors = 0;
+    let pack = loop {
+        match within("a tt pack or error", stream.next_pack())
+            .await
+            .expect("stream open")
+        {
+            Ok(pack) => break pack,
+            Err(Error::Decode(_)) => errors += 1,
+            Err(other) => panic!("unexpected error {other}"),
+        }
+    };
+    assert_eq!(errors, 2, "one error per undecodable message");
+    assert_eq!(summary(&[pack]), vec![(0, 3, vec![1, 2])]);
 }

@@ -24,7 +24,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::msg::{MsgBody, MsgPack, MsgPosition, TsMsg};
+use crate::msg::{Ids, MsgBody, MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
 
 /// What to do with a late message (timestamp at or below an emitted pack's `end_ts`).
@@ -305,6 +305,11 @@ impl TimetickAligner {
         self.buffered
     }
 
+    /// Messages buffered now for one channel (0 for an unknown index).
+    pub fn buffered_in(&self, channel: usize) -> usize {
+        self.channels.get(channel).map_or(0, |c| c.buffered.len())
+    }
+
     /// Highest number of messages buffered at once so far.
     pub fn peak_buffered(&self) -> usize {
         self.peak_buffered
@@ -318,11 +323,15 @@ impl TimetickAligner {
 
 /// Identity of an Insert/Delete delivery for in-pack de-duplication: a re-delivered or
 /// re-produced message repeats all of it, while the rows a repack split from one request differ
-/// in their row ids, keys or timestamps.
-fn dedup_key(msg: &TsMsg) -> Option<(i32, i64, u64, u64, i64)> {
-    let first_row = match &msg.body {
-        MsgBody::Insert(m) => m.row_ids.first().copied().unwrap_or_default(),
-        MsgBody::Delete(m) => m.int64_primary_keys.first().copied().unwrap_or_default(),
+/// in their row ids, keys or timestamps. A delete's key may be in either form (`primary_keys`,
+/// integer or string, or the legacy `int64_primary_keys`), so both are part of the identity.
+fn dedup_key(msg: &TsMsg) -> Option<(i32, i64, u64, u64, i64, Option<Ids>)> {
+    let (first_row, first_key) = match &msg.body {
+        MsgBody::Insert(m) => (m.row_ids.first().copied().unwrap_or_default(), None),
+        MsgBody::Delete(m) => (
+            m.int64_primary_keys.first().copied().unwrap_or_default(),
+            m.primary_keys.as_ref().and_then(|ids| ids.row(0)),
+        ),
         _ => return None,
     };
     Some((
@@ -331,5 +340,6 @@ fn dedup_key(msg: &TsMsg) -> Option<(i32, i64, u64, u64, i64)> {
         msg.begin_ts(),
         msg.end_ts(),
         first_row,
+        first_key,
     ))
 }

@@ -5,7 +5,9 @@ use proptest::prelude::*;
 
 use super::aligner::{LatePolicy, TimetickAligner};
 use crate::mq::MessageId;
-use crate::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgPosition, MsgType, TsMsg};
+use crate::msg::{
+    DeleteRequest, Ids, InsertRequest, MsgBase, MsgBody, MsgPack, MsgPosition, MsgType, TsMsg,
+};
 
 fn insert(ts: u64, id: i64) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
@@ -38,6 +40,7 @@ fn to_log(channel: &str, entries: &[Entry]) -> Vec<TsMsg> {
                 msg_id: MessageId::from_u64(i as u64).as_bytes().to_vec(),
                 msg_group: "g".into(),
                 timestamp: msg.end_ts(),
+                ..MsgPosition::default()
             });
             msg
         })
@@ -182,6 +185,45 @@ fn duplicate_deliveries_inside_a_pack_are_dropped() {
     aligner.push(0, log[0].clone()).expect("duplicate");
     aligner.push(0, log[1].clone()).expect("tick");
     assert_eq!(aligner.pop_pack().expect("pack").msgs.len(), 1);
+}
+
+#[test]
+fn split_deletes_keyed_only_by_primary_keys_are_not_duplicates() {
+    // Rows a repack split from one Milvus ≥ 2.2 delete: same id and timestamp, keys only in
+    // `primary_keys`, differing in nothing else.
+    for keys in [
+        [
+            Ids::strings(vec!["a".into()]),
+            Ids::strings(vec!["b".into()]),
+        ],
+        [Ids::ints(vec![1]), Ids::ints(vec![2])],
+    ] {
+        let mut log: Vec<TsMsg> = keys
+            .into_iter()
+            .map(|key| {
+                TsMsg::new(MsgBody::Delete(DeleteRequest {
+                    base: Some(MsgBase::new(MsgType::Delete as i32, 9, 3)),
+                    timestamps: vec![3],
+                    primary_keys: Some(key),
+                    num_rows: 1,
+                    ..Default::default()
+                }))
+            })
+            .collect();
+        log.push(TsMsg::time_tick(5));
+        for (i, msg) in log.iter_mut().enumerate() {
+            msg.position = Some(MsgPosition {
+                channel_name: "a".into(),
+                msg_id: MessageId::from_u64(i as u64).as_bytes().to_vec(),
+                ..MsgPosition::default()
+            });
+        }
+        let mut aligner = TimetickAligner::new(vec!["a".into()], LatePolicy::Error);
+        for msg in log {
+            aligner.push(0, msg).expect("push");
+        }
+        assert_eq!(aligner.pop_pack().expect("pack").msgs.len(), 2);
+    }
 }
 
 #[test]

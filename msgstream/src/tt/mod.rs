@@ -6,4 +6,4 @@ mod aligner_tests;
 mod stream;
 
 pub use aligner::{LatePolicy, TimetickAligner, WatermarkHolder};
-pub use stream::{TtMsgStream, TtStats};
+pub use stream::{CappedChannel, TtMsgStream, TtStats};

@@ -8,16 +8,20 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use futures::Stream;
 use tokio::sync::mpsc;
 
 use super::aligner::{TimetickAligner, WatermarkHolder};
-use crate::mq::{Client, InitialPosition};
+use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition};
 use crate::stream::producers::{Produce, Producers};
 use crate::stream::pump::{Delivered, Event, Pumps};
-use crate::stream::{resolve_position, subscribe_all, StreamOptions};
+use crate::stream::{
+    check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
+    StreamOptions,
+};
 use crate::{Error, Result};
 
 /// Counters of a tt stream, for diagnostics and benchmarks.
@@ -29,11 +33,28 @@ pub struct TtStats {
     pub last_end: u64,
     /// Messages held by the aligner now.
     pub buffered: usize,
-    /// Highest number of messages held at once, aligner and per-channel queues together
-    /// (queues sampled once per pack).
+    /// Highest number of messages held at once: aligner, per-channel queues and what the
+    /// consumer tasks hold before them (sampled once per pack). Each backend consumer may
+    /// prefetch up to `buffer` more per channel on top.
     pub peak_buffered: usize,
+    /// Messages received but not yet committed (the commit log's ack tokens: ids, no payloads).
+    pub uncommitted: usize,
     /// Late messages seen.
     pub late_messages: u64,
+    /// Channels the stream stopped reading because they hold `max_held_per_channel` messages
+    /// without a tick, in subscription order.
+    pub capped: Vec<CappedChannel>,
+}
+
+/// A channel the tt stream stopped reading at its cap (see `StreamOptions::max_held_per_channel`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CappedChannel {
+    /// Its name.
+    pub channel: String,
+    /// Messages the stream holds for it.
+    pub held: usize,
+    /// When it reached the cap.
+    pub since: SystemTime,
 }
 
 struct TtSide {
@@ -43,6 +64,32 @@ struct TtSide {
     closed: bool,
     packs: u64,
     peak_buffered: usize,
+    commits: CommitLog,
+    /// End positions of the last pack handed to the application, not yet committed.
+    delivered: Option<Vec<MsgPosition>>,
+    /// Per channel, tick events taken from its queue (compared with the ticks its pump queued).
+    ticks_taken: Vec<u64>,
+    /// Per channel, since when it is capped.
+    capped_since: Vec<Option<SystemTime>>,
+}
+
+impl TtSide {
+    /// Commits every channel up to `positions` (end positions, in channel order).
+    async fn commit_to(&mut self, positions: &[MsgPosition]) -> Result<()> {
+        for (index, position) in positions.iter().enumerate() {
+            let id = MessageId::from_backend_bytes(&position.msg_id);
+            self.commits.commit(index, &id).await?;
+        }
+        Ok(())
+    }
+
+    /// Commits the last pack handed over, if any.
+    async fn commit_delivered(&mut self) -> Result<()> {
+        match self.delivered.take() {
+            Some(positions) => self.commit_to(&positions).await,
+            None => Ok(()),
+        }
+    }
 }
 
 /// A timetick-aligned stream (Milvus's `MqTtMsgStream`), producing through [`Produce`] like
@@ -52,11 +99,22 @@ struct TtSide {
 /// timetick) rises: every message with `begin_ts < ts ≤ end_ts` from all channels, channels in
 /// subscription order, each in arrival order. Replaying from the end positions of pack *k* (with
 /// [`TtMsgStream::seek`] on a new stream) yields exactly packs *k+1, k+2, …* again.
+///
+/// **Delivery guarantee.** Messages are acked on the subscription only once the application
+/// has had their pack: when it asks for the next pack (auto-commit, the default), on
+/// [`TtMsgStream::close`], or through [`TtMsgStream::commit`] with a pack's end positions when
+/// `StreamOptions::auto_commit` is off. Each commit moves a channel to that pack's end position
+/// (the first message still held, or past the last tick read). So a consumer killed at any point
+/// and restarted from its subscription receives again every message of every pack it had not
+/// finished, and none of the packs before (at-least-once; a channel whose own messages are out of
+/// timestamp order can also repeat those of the last finished pack). Restarting from stored end
+/// positions with [`TtMsgStream::seek`] is exact.
 pub struct TtMsgStream {
     client: Arc<dyn Client>,
     options: StreamOptions,
     producers: Producers,
     side: Option<TtSide>,
+    readers: Readers,
 }
 
 impl TtMsgStream {
@@ -64,6 +122,7 @@ impl TtMsgStream {
     pub fn new(client: Arc<dyn Client>, options: StreamOptions) -> Self {
         TtMsgStream {
             producers: Producers::new(client.clone(), options.retry),
+            readers: Readers::new(client.clone(), options.clone()),
             client,
             options,
             side: None,
@@ -85,6 +144,7 @@ impl TtMsgStream {
         if channels.is_empty() {
             return Err(Error::InvalidArgument("no channels to consume".into()));
         }
+        check_distinct(channels, |_| false)?;
         let consumers = subscribe_all(
             &self.client,
             &self.options,
@@ -95,10 +155,12 @@ impl TtMsgStream {
         .await?;
         let buffer = self.options.buffer.max(1);
         let mut pumps = Pumps::new(self.client.as_ref(), &self.options);
+        let mut commits = CommitLog::new(pumps.cumulative_acks());
         let mut receivers = Vec::with_capacity(channels.len());
         for consumer in consumers {
             let (tx, rx) = mpsc::channel(buffer);
-            pumps.add(consumer, tx);
+            let (_, acker) = pumps.add(consumer, tx);
+            commits.add_channel(acker);
             receivers.push(rx);
         }
         let names = channels.iter().map(|c| c.to_string()).collect();
@@ -109,22 +171,40 @@ impl TtMsgStream {
             closed: false,
             packs: 0,
             peak_buffered: 0,
+            commits,
+            delivered: None,
+            ticks_taken: vec![0; channels.len()],
+            capped_since: vec![None; channels.len()],
         });
         Ok(())
     }
 
     /// The next pack, waiting for the watermark to rise. `None` once the consumers are closed.
-    /// A late message (under the default policy) or a consumer error is returned as an `Err`
-    /// item; the stream goes on after it.
+    ///
+    /// With auto-commit (the default) it first commits the pack handed over before. A late
+    /// message (under the default policy) or an undecodable one is returned as an `Err` item and
+    /// the stream goes on; a permanent consumer failure is returned as an item and ends it.
     pub async fn next_pack(&mut self) -> Option<Result<MsgPack>> {
+        let auto_commit = self.options.auto_commit;
+        let max_held = self.options.max_held_per_channel.max(1);
         let side = self.side.as_mut()?;
+        if auto_commit {
+            if let Err(error) = side.commit_delivered().await {
+                return Some(Err(error));
+            }
+        }
         loop {
             if side.closed {
                 return None;
             }
             if let Some(pack) = side.aligner.pop_pack() {
                 side.packs += 1;
-                let queued: usize = side.receivers.iter().map(mpsc::Receiver::len).sum();
+                let queued: usize = side
+                    .receivers
+                    .iter()
+                    .map(mpsc::Receiver::len)
+                    .sum::<usize>()
+                    + side.pumps.pending();
                 side.peak_buffered = side
                     .peak_buffered
                     .max(side.aligner.peak_buffered())
@@ -139,12 +219,53 @@ impl TtMsgStream {
                         "tt pack"
                     );
                 }
+                side.delivered = Some(pack.end_positions.clone());
                 return Some(Ok(pack));
             }
             let channel = side.aligner.next_channel()?;
+            let held = side.aligner.buffered_in(channel);
+            if held >= max_held {
+                let signal = side.pumps.signal(channel)?.clone();
+                let taken = side.ticks_taken.get(channel).copied().unwrap_or(0);
+                if signal.ticks_queued() <= taken {
+                    if side.capped_since.get(channel).is_some_and(Option::is_none) {
+                        let name = side.aligner.channel_names().nth(channel).unwrap_or("");
+                        tracing::warn!(
+                            channel = %name,
+                            held,
+                            "tt stream: channel holds {held} messages without a tick; not reading it until it ticks"
+                        );
+                        if let Some(since) = side.capped_since.get_mut(channel) {
+                            *since = Some(SystemTime::now());
+                        }
+                    }
+                    signal.wait_for_tick_after(taken).await;
+                    continue;
+                }
+            }
             let delivered = side.receivers.get_mut(channel)?.recv().await?;
+            if matches!(&delivered.event, Event::Msg(m) if m.is_time_tick()) {
+                if let Some(taken) = side.ticks_taken.get_mut(channel) {
+                    *taken += 1;
+                }
+                if let Some(since) = side.capped_since.get_mut(channel) {
+                    if since.take().is_some() {
+                        tracing::info!(
+                            channel,
+                            "tt stream: capped channel ticked, reading it again"
+                        );
+                    }
+                }
+            }
             if !side.pumps.is_current(&delivered) {
                 continue;
+            }
+            if let Some(token) = delivered.token {
+                let passed = match &delivered.event {
+                    Event::Msg(msg) => msg.is_time_tick(),
+                    _ => true,
+                };
+                side.commits.received(channel, token, passed);
             }
             match delivered.event {
                 Event::Msg(msg) => {
@@ -158,6 +279,53 @@ impl TtMsgStream {
         }
     }
 
+    /// The packs as a `futures::Stream` borrowing the stream, which stays usable afterwards
+    /// (to seek, commit or close it). Boxed, so it is `Unpin` and `Send` like any stream a
+    /// caller would poll with `StreamExt::next`.
+    pub fn packs(&mut self) -> futures::stream::BoxStream<'_, Result<MsgPack>> {
+        Box::pin(futures::stream::unfold(self, |stream| async move {
+            stream.next_pack().await.map(|item| (item, stream))
+        }))
+    }
+
+    /// Whether `channel` exists on the backend (Milvus's `CheckTopicValid`):
+    /// `Error::UnknownChannel` if not.
+    pub async fn check_topic_valid(&self, channel: &str) -> Result<()> {
+        crate::stream::check_topic_valid(self.client.as_ref(), channel).await
+    }
+
+    /// The newest message id of a subscribed channel (`None` when it is empty), Milvus's
+    /// `GetLatestMsgID`.
+    pub async fn latest_message_id(&mut self, channel: &str) -> Result<Option<MessageId>> {
+        let side = self.side.as_mut().ok_or_else(|| Error::NotSubscribed {
+            channel: channel.to_string(),
+        })?;
+        let index = side.pumps.index_of(channel)?;
+        side.pumps.latest_message_id(index).await
+    }
+
+    /// Opens readers on `channels`, from the earliest message, as the plain stream does.
+    /// Readers keep no durable state and are independent of the stream's consumers.
+    pub async fn as_reader(&mut self, channels: &[&str], subscription: &str) -> Result<()> {
+        self.readers.add(channels, subscription).await
+    }
+
+    /// The next message of a reader channel, waiting for it; undecodable payloads are errors.
+    pub async fn next(&mut self, channel: &str) -> Result<crate::msg::TsMsg> {
+        self.readers.next(channel).await
+    }
+
+    /// Whether a reader channel has a message available now.
+    pub async fn has_next(&mut self, channel: &str) -> Result<bool> {
+        self.readers.has_next(channel).await
+    }
+
+    /// Moves readers to positions (each must name a reader channel); every target is checked
+    /// before any reader moves.
+    pub async fn seek_readers(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
+        self.readers.seek(positions, inclusive).await
+    }
+
     /// The stream as a `futures::Stream` of packs.
     pub fn into_stream(self) -> impl Stream<Item = Result<MsgPack>> {
         futures::stream::unfold(self, |mut stream| async move {
@@ -165,9 +333,30 @@ impl TtMsgStream {
         })
     }
 
+    /// Commits (acks) each channel up to a pack's end positions, so a restart from the
+    /// subscription resumes there. For streams with `auto_commit` off; harmless with it on.
+    /// Every subscribed channel needs its position, as with [`TtMsgStream::seek`].
+    pub async fn commit(&mut self, positions: &[MsgPosition]) -> Result<()> {
+        let Some(side) = self.side.as_mut() else {
+            return match positions.first() {
+                Some(p) => Err(Error::NotSubscribed {
+                    channel: p.channel_name.clone(),
+                }),
+                None => Ok(()),
+            };
+        };
+        let ordered = order_positions(side, positions)?;
+        side.commit_to(&ordered).await?;
+        if side.delivered.as_deref() == Some(&ordered[..]) {
+            side.delivered = None;
+        }
+        Ok(())
+    }
+
     /// Resumes from stored positions (one per subscribed channel, any order): each channel is
     /// re-read inclusively from its `msg_id`, and messages at or below its `timestamp` are
-    /// dropped. Everything is checked before anything moves.
+    /// dropped. Everything is checked before anything moves, and a seek the backend refuses
+    /// (an id past the end, or below retention) leaves the stream as it was.
     pub async fn seek(&mut self, positions: &[MsgPosition]) -> Result<()> {
         let client = self.client.clone();
         let late_policy = self.options.late_policy;
@@ -177,25 +366,23 @@ impl TtMsgStream {
                 .map(|p| p.channel_name.clone())
                 .unwrap_or_default(),
         })?;
-        let mut by_channel: HashMap<&str, &MsgPosition> = HashMap::new();
-        for position in positions {
-            side.pumps.index_of(&position.channel_name)?;
-            by_channel.insert(position.channel_name.as_str(), position);
-        }
-        let names: Vec<String> = side.aligner.channel_names().map(str::to_string).collect();
-        let mut ordered = Vec::with_capacity(names.len());
-        let mut ids = Vec::with_capacity(names.len());
-        for name in &names {
-            let position = by_channel.get(name.as_str()).ok_or_else(|| {
-                Error::InvalidArgument(format!("no position given for channel {name:?}"))
-            })?;
+        let ordered = order_positions(side, positions)?;
+        let mut ids = Vec::with_capacity(ordered.len());
+        for position in &ordered {
             ids.push(resolve_position(client.as_ref(), position)?);
-            ordered.push((*position).clone());
         }
         let aligner = TimetickAligner::resume(&ordered, late_policy)?;
+        let named: Vec<(String, MessageId)> = ordered
+            .iter()
+            .zip(&ids)
+            .map(|(p, id)| (p.channel_name.clone(), id.clone()))
+            .collect();
+        precheck_targets(client.as_ref(), &named, true).await?;
         for (index, id) in ids.iter().enumerate() {
             side.pumps.seek(index, id, true).await?;
+            side.commits.reset(index);
         }
+        side.delivered = None;
         side.aligner = aligner;
         side.closed = false;
         Ok(())
@@ -224,18 +411,66 @@ impl TtMsgStream {
                 buffered: s.aligner.buffered(),
                 peak_buffered: s.peak_buffered.max(s.aligner.peak_buffered()),
                 late_messages: s.aligner.late_messages(),
+                uncommitted: s.commits.len(),
+                capped: s
+                    .capped_since
+                    .iter()
+                    .zip(s.aligner.channel_names())
+                    .enumerate()
+                    .filter_map(|(index, (since, name))| {
+                        since.map(|since| CappedChannel {
+                            channel: name.to_string(),
+                            held: s.aligner.buffered_in(index),
+                            since,
+                        })
+                    })
+                    .collect(),
             })
             .unwrap_or_default()
     }
 
-    /// Closes producers and consumers (acked positions stay committed).
+    /// Closes producers and consumers. With auto-commit, the last pack handed over is
+    /// committed first; acked positions stay.
     pub async fn close(&mut self) {
         self.producers.close().await;
+        let auto_commit = self.options.auto_commit;
         if let Some(side) = self.side.as_mut() {
+            if auto_commit {
+                if let Err(error) = side.commit_delivered().await {
+                    tracing::warn!(%error, "committing on close failed");
+                }
+            }
             side.pumps.close().await;
             side.closed = true;
         }
+        self.readers.close().await;
     }
+}
+
+/// One position per subscribed channel, in subscription order; an unknown channel, a channel
+/// named twice, or a missing one is an error.
+fn order_positions(side: &TtSide, positions: &[MsgPosition]) -> Result<Vec<MsgPosition>> {
+    let mut by_channel: HashMap<&str, &MsgPosition> = HashMap::new();
+    for position in positions {
+        side.pumps.index_of(&position.channel_name)?;
+        if by_channel
+            .insert(position.channel_name.as_str(), position)
+            .is_some()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "two positions for channel {:?}",
+                position.channel_name
+            )));
+        }
+    }
+    side.aligner
+        .channel_names()
+        .map(|name| {
+            by_channel.get(name).map(|p| (*p).clone()).ok_or_else(|| {
+                Error::InvalidArgument(format!("no position given for channel {name:?}"))
+            })
+        })
+        .collect()
 }
 
 impl Produce for TtMsgStream {

@@ -290,6 +290,7 @@ pub async fn positions(factory: &Factory, command: PositionsCommand) -> Result<E
                         msg_id: id.as_bytes().to_vec(),
                         msg_group: "msgstream-cli-positions".into(),
                         timestamp: 0,
+                        ..MsgPosition::default()
                     }),
                     None => eprintln!("{channel}: empty, no position"),
                 }

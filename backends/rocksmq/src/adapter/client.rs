@@ -7,7 +7,8 @@ use msgstream::mq::{
 };
 use msgstream::Result;
 
-use super::{engine_id, seek_position, RocksmqConsumer, RocksmqProducer, RocksmqReader};
+use super::lease::{check_free, Lease};
+use super::{checked_position, engine_id, RocksmqConsumer, RocksmqProducer, RocksmqReader};
 use crate::{Rocksmq, RocksmqOptions};
 
 /// The mq client over one embedded queue. Capabilities: everything, strictly ordered.
@@ -22,6 +23,14 @@ impl RocksmqClient {
         Ok(RocksmqClient {
             engine: Rocksmq::open(options)?,
         })
+    }
+
+    /// [`RocksmqClient::open`] on a blocking thread: opening recovers every topic's tail from
+    /// disk, which must not stall an async worker (or a whole `current_thread` runtime).
+    pub async fn connect(options: RocksmqOptions) -> Result<RocksmqClient> {
+        tokio::task::spawn_blocking(move || RocksmqClient::open(options))
+            .await
+            .map_err(|e| msgstream::Error::backend("rocksmq", format!("opening failed: {e}")))?
     }
 
     /// The engine, for what the mq traits do not cover (retention, group administration).
@@ -45,6 +54,7 @@ impl Client for RocksmqClient {
         validate_channel_name("topic", &options.topic)?;
         validate_channel_name("subscription", &options.subscription)?;
         self.engine.create_topic(&options.topic)?;
+        let lease = Lease::take(&self.engine, &options.topic, &options.subscription)?;
         self.engine.create_group_if_missing(
             &options.topic,
             &options.subscription,
@@ -57,14 +67,20 @@ impl Client for RocksmqClient {
             self.engine.clone(),
             subscription,
             options.buffer,
+            lease,
         )))
     }
 
     async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>> {
-        let from = seek_position(&options.start, options.inclusive)?;
         self.engine.create_topic(&options.topic)?;
+        let from = checked_position(
+            &self.engine,
+            &options.topic,
+            &options.start,
+            options.inclusive,
+        )?;
         let reader = self.engine.reader(&options.topic, from)?;
-        Ok(Box::new(RocksmqReader::new(reader)))
+        Ok(Box::new(RocksmqReader::new(self.engine.clone(), reader)))
     }
 
     fn earliest_message_id(&self) -> MessageId {
@@ -101,8 +117,40 @@ impl Client for RocksmqClient {
             .collect())
     }
 
+    async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {
+        validate_channel_name("topic", topic)?;
+        validate_channel_name("subscription", subscription)?;
+        check_free(&self.engine, topic, Some(subscription))?;
+        if !self.engine.topic_exists(topic)?
+            || !self.engine.consumer_group_exists(topic, subscription)?
+        {
+            return Ok(());
+        }
+        self.engine.destroy_consumer_group(topic, subscription)
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<()> {
+        validate_channel_name("topic", topic)?;
+        check_free(&self.engine, topic, None)?;
+        if !self.engine.topic_exists(topic)? {
+            return Ok(());
+        }
+        // Deleting compacts the topic's range away: disk work, off the async workers.
+        let (engine, topic) = (self.engine.clone(), topic.to_string());
+        tokio::task::spawn_blocking(move || engine.destroy_topic(&topic))
+            .await
+            .map_err(|e| msgstream::Error::backend("rocksmq", format!("deleting failed: {e}")))?
+    }
+
     async fn close(&self) {
-        self.engine.close();
+        // Closing syncs the WAL: disk work, off the async workers.
+        let engine = self.engine.clone();
+        if tokio::task::spawn_blocking(move || engine.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("rocksmq: closing the database panicked");
+        }
     }
 }
 

@@ -1,13 +1,15 @@
 //! [`RocksmqConsumer`]: one consumer of a durable subscription (consumer group).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use msgstream::mq::{Consumer, Delivery, Message, MessageId};
+use msgstream::mq::{Acker, Consumer, Delivery, Message, MessageId};
 use msgstream::{Error, Result};
 
-use super::{engine_id, seek_position, to_message};
+use super::lease::Lease;
+use super::{checked_position, engine_id, to_message};
 use crate::{Rocksmq, Subscription};
 
 /// A consumer: prefetches up to `buffer` messages at a time from the group's cursor.
@@ -19,29 +21,75 @@ use crate::{Rocksmq, Subscription};
 ///
 /// Every consumer gets a process-unique delivery epoch, renewed on each seek; acking a message
 /// carrying another epoch (from before a seek, or from another consumer) is
-/// `Error::StaleDelivery`.
+/// `Error::StaleDelivery`. It holds the subscription's lease (subscriptions are exclusive)
+/// until closed or dropped.
 pub struct RocksmqConsumer {
-    engine: Rocksmq,
     subscription: Subscription,
-    topic: Arc<str>,
     buffer: VecDeque<Message>,
     capacity: usize,
-    epoch: u64,
-    closed: bool,
+    lease: Lease,
+    acks: Arc<RocksmqAcker>,
+}
+
+/// What acking needs, shared by a consumer and its [`Acker`] handles.
+#[derive(Debug)]
+struct RocksmqAcker {
+    engine: Rocksmq,
+    topic: Arc<str>,
+    group: String,
+    epoch: AtomicU64,
+    closed: AtomicBool,
+}
+
+#[async_trait]
+impl Acker for RocksmqAcker {
+    async fn ack(&self, message: &Message) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("rocksmq consumer"));
+        }
+        if *message.topic != *self.topic {
+            return Err(Error::InvalidArgument(format!(
+                "message of topic {:?} acked on a consumer of {:?}",
+                message.topic, self.topic
+            )));
+        }
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if message.delivery.epoch != epoch {
+            return Err(Error::StaleDelivery(format!(
+                "message {:?} was delivered in epoch {}, the consumer is at epoch {epoch} (it seeked or was re-created since)",
+                message.id, message.delivery.epoch
+            )));
+        }
+        self.engine
+            .ack(&self.topic, &self.group, engine_id(&message.id)?)
+    }
 }
 
 impl RocksmqConsumer {
-    pub(crate) fn new(engine: Rocksmq, subscription: Subscription, capacity: usize) -> Self {
-        let epoch = engine.next_epoch();
-        RocksmqConsumer {
+    pub(crate) fn new(
+        engine: Rocksmq,
+        subscription: Subscription,
+        capacity: usize,
+        lease: Lease,
+    ) -> Self {
+        let acks = Arc::new(RocksmqAcker {
+            epoch: AtomicU64::new(engine.next_epoch()),
             engine,
             topic: Arc::from(subscription.topic()),
+            group: subscription.group().to_string(),
+            closed: AtomicBool::new(false),
+        });
+        RocksmqConsumer {
             subscription,
             buffer: VecDeque::new(),
             capacity: capacity.max(1),
-            epoch,
-            closed: false,
+            lease,
+            acks,
         }
+    }
+
+    fn closed(&self) -> bool {
+        self.acks.closed.load(Ordering::Acquire)
     }
 }
 
@@ -62,14 +110,17 @@ impl Consumer for RocksmqConsumer {
     async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
         let max = max.max(1);
         loop {
-            if self.closed || self.engine.is_closed() {
+            if self.closed() || self.acks.engine.is_closed() {
                 return Ok(Vec::new());
             }
             if !self.buffer.is_empty() {
                 let n = max.min(self.buffer.len());
                 return Ok(self.buffer.drain(..n).collect());
             }
-            let (topic, delivery) = (&self.topic, Delivery { epoch: self.epoch });
+            let delivery = Delivery {
+                epoch: self.acks.epoch.load(Ordering::Acquire),
+            };
+            let topic = &self.acks.topic;
             let read = self
                 .subscription
                 .next_batch_with(self.capacity, |stored| to_message(topic, stored, delivery))
@@ -85,47 +136,40 @@ impl Consumer for RocksmqConsumer {
     }
 
     async fn ack(&self, message: &Message) -> Result<()> {
-        if self.closed {
-            return Err(Error::Closed("rocksmq consumer"));
-        }
-        if *message.topic != *self.subscription.topic() {
-            return Err(Error::InvalidArgument(format!(
-                "message of topic {:?} acked on a consumer of {:?}",
-                message.topic,
-                self.subscription.topic()
-            )));
-        }
-        if message.delivery.epoch != self.epoch {
-            return Err(Error::StaleDelivery(format!(
-                "message {:?} was delivered in epoch {}, the consumer is at epoch {} (it seeked or was re-created since)",
-                message.id, message.delivery.epoch, self.epoch
-            )));
-        }
-        self.subscription.ack(engine_id(&message.id)?)
+        self.acks.ack(message).await
+    }
+
+    fn acker(&self) -> Arc<dyn Acker> {
+        self.acks.clone()
     }
 
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
-        if self.closed {
+        if self.closed() {
             return Err(Error::Closed("rocksmq consumer"));
         }
-        self.subscription.seek(seek_position(id, inclusive)?)?;
+        let position = checked_position(&self.acks.engine, &self.acks.topic, id, inclusive)?;
+        self.subscription.seek(position)?;
         self.buffer.clear();
-        self.epoch = self.engine.next_epoch();
+        self.acks
+            .epoch
+            .store(self.acks.engine.next_epoch(), Ordering::Release);
         Ok(())
     }
 
     async fn latest_message_id(&self) -> Result<Option<MessageId>> {
-        if self.closed {
+        if self.closed() {
             return Err(Error::Closed("rocksmq consumer"));
         }
         Ok(self
+            .acks
             .engine
             .latest_message_id(self.subscription.topic())?
             .map(MessageId::from_u64))
     }
 
     async fn close(&mut self) {
-        self.closed = true;
+        self.acks.closed.store(true, Ordering::Release);
         self.buffer.clear();
+        self.lease.release();
     }
 }

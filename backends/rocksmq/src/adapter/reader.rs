@@ -7,14 +7,15 @@ use async_trait::async_trait;
 use msgstream::mq::{Delivery, Message, MessageId, Reader};
 use msgstream::{Error, Result};
 
-use super::{seek_position, to_message};
-use crate::TopicReader;
+use super::{checked_position, to_message};
+use crate::{Rocksmq, TopicReader};
 
 const PREFETCH: usize = 256;
 
 /// A reader: like a consumer without a group, keeping no state in the database.
 /// `next` waits on the writer's notification and is cancel-safe.
 pub struct RocksmqReader {
+    engine: Rocksmq,
     reader: TopicReader,
     topic: Arc<str>,
     buffer: VecDeque<Message>,
@@ -22,8 +23,9 @@ pub struct RocksmqReader {
 }
 
 impl RocksmqReader {
-    pub(crate) fn new(reader: TopicReader) -> Self {
+    pub(crate) fn new(engine: Rocksmq, reader: TopicReader) -> Self {
         RocksmqReader {
+            engine,
             topic: Arc::from(reader.topic()),
             reader,
             buffer: VecDeque::new(),
@@ -76,7 +78,8 @@ impl Reader for RocksmqReader {
 
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         self.check_open()?;
-        self.reader.seek(seek_position(id, inclusive)?);
+        let position = checked_position(&self.engine, &self.topic, id, inclusive)?;
+        self.reader.seek(position);
         self.buffer.clear();
         Ok(())
     }

@@ -1,0 +1,203 @@
+//! Milvus `common.proto`: the header every message starts with, and stream positions.
+
+use bytes::{Buf, BufMut};
+use prost::encoding::{self, DecodeContext, WireType};
+
+/// Message kinds. The field holding it is an `i32` (proto3 open enum), so values the application
+/// chooses for its own kinds survive decoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum MsgType {
+    /// Not set.
+    Undefined = 0,
+    /// Create a collection.
+    CreateCollection = 100,
+    /// Drop a collection.
+    DropCollection = 101,
+    /// Create a partition.
+    CreatePartition = 200,
+    /// Drop a partition.
+    DropPartition = 201,
+    /// Insert rows.
+    Insert = 400,
+    /// Delete rows by primary key.
+    Delete = 401,
+    /// Flush segments.
+    Flush = 402,
+    /// Upsert rows.
+    Upsert = 404,
+    /// A timetick: no later message on this channel has a timestamp at or below this one.
+    TimeTick = 1200,
+    /// A data node's timetick.
+    DataNodeTt = 1208,
+}
+
+/// The common header of every message.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MsgBase {
+    /// Kind, a [`MsgType`] value or an application-defined one.
+    #[prost(enumeration = "MsgType", tag = "1")]
+    pub msg_type: i32,
+    /// Producer-assigned id; Insert/Delete duplicates inside one tt pack are dropped by it.
+    #[prost(int64, tag = "2")]
+    pub msg_id: i64,
+    /// Timestamp (opaque u64, compared numerically).
+    #[prost(uint64, tag = "3")]
+    pub timestamp: u64,
+    /// Producing node.
+    #[prost(int64, tag = "4")]
+    pub source_id: i64,
+    /// Target node.
+    #[prost(int64, tag = "5")]
+    pub target_id: i64,
+    /// Free-form properties of the message itself (not the transport properties). A protobuf
+    /// `map<string, string>` on the wire, kept as a list so that re-encoding writes the entries
+    /// in the order they came in, which a hash map would shuffle.
+    #[prost(message, repeated, tag = "6")]
+    pub properties: Vec<Property>,
+    /// Cross-cluster replication details (deprecated by Milvus, still written by older nodes).
+    #[prost(message, optional, tag = "7")]
+    pub replicate_info: Option<ReplicateInfo>,
+}
+
+impl MsgBase {
+    /// A header of kind `msg_type` at `timestamp`.
+    pub fn new(msg_type: i32, msg_id: i64, timestamp: u64) -> Self {
+        MsgBase {
+            msg_type,
+            msg_id,
+            timestamp,
+            ..MsgBase::default()
+        }
+    }
+}
+
+/// One entry of [`MsgBase::properties`].
+///
+/// Go and C++ protobuf write both fields of a map entry even when they are empty, while a derived
+/// prost message would leave empty ones out; this type writes both, so an entry Milvus wrote
+/// re-encodes to the same bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Property {
+    /// Key (entry field 1).
+    pub key: String,
+    /// Value (entry field 2).
+    pub value: String,
+}
+
+impl prost::Message for Property {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        encoding::string::encode(1, &self.key, buf);
+        encoding::string::encode(2, &self.value, buf);
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        match tag {
+            1 => encoding::string::merge(wire_type, &mut self.key, buf, ctx),
+            2 => encoding::string::merge(wire_type, &mut self.value, buf, ctx),
+            _ => encoding::skip_field(wire_type, tag, buf, ctx),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        encoding::string::encoded_len(1, &self.key) + encoding::string::encoded_len(2, &self.value)
+    }
+
+    fn clear(&mut self) {
+        self.key.clear();
+        self.value.clear();
+    }
+}
+
+/// Replication details of a message copied from another cluster.
+#[derive(Clone, PartialEq, Eq, Hash, prost::Message)]
+pub struct ReplicateInfo {
+    /// Whether the message is a replicated copy.
+    #[prost(bool, tag = "1")]
+    pub is_replicate: bool,
+    /// Timestamp of the original message.
+    #[prost(uint64, tag = "2")]
+    pub msg_timestamp: u64,
+    /// Id of the replication source.
+    #[prost(string, tag = "3")]
+    pub replicate_id: String,
+}
+
+/// Decodes just the header of any payload.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MsgHeader {
+    /// The header; `None` when the payload has no field 1.
+    #[prost(message, optional, tag = "1")]
+    pub base: Option<MsgBase>,
+}
+
+/// One row of opaque data.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Blob {
+    /// The bytes.
+    #[prost(bytes = "vec", tag = "1")]
+    pub value: Vec<u8>,
+}
+
+/// Which write-ahead log a position was taken on (Milvus `WALName`), so a position stored by
+/// one kind of log is recognisable when fed back to another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum WalName {
+    /// Not recorded.
+    Unknown = 0,
+    /// Milvus's embedded RocksMQ.
+    RocksMq = 1,
+    /// Apache Pulsar.
+    Pulsar = 2,
+    /// Apache Kafka.
+    Kafka = 3,
+    /// Woodpecker.
+    WoodPecker = 4,
+    /// Milvus's test log.
+    Test = 999,
+}
+
+/// Where a consumer was on one channel, plus the time watermark at that point.
+#[derive(Clone, PartialEq, Eq, Hash, prost::Message)]
+pub struct MsgPosition {
+    /// Channel.
+    #[prost(string, tag = "1")]
+    pub channel_name: String,
+    /// Serialized [`crate::mq::MessageId`] of the backend.
+    #[prost(bytes = "vec", tag = "2")]
+    pub msg_id: Vec<u8>,
+    /// Subscription the position was taken by.
+    #[prost(string, tag = "3")]
+    pub msg_group: String,
+    /// Watermark: everything at or below it on this channel was already delivered.
+    #[prost(uint64, tag = "4")]
+    pub timestamp: u64,
+    /// The log the position belongs to, a [`WalName`] value (others survive decoding).
+    #[prost(enumeration = "WalName", tag = "5")]
+    pub wal_name: i32,
+}
+
+impl MsgPosition {
+    /// The protobuf encoding, for applications that store positions.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        prost::Message::encode_to_vec(self)
+    }
+
+    /// Parses stored position bytes. Garbage and positions without a channel are `Error::Decode`.
+    pub fn from_bytes(bytes: &[u8]) -> crate::Result<Self> {
+        let position: MsgPosition = prost::Message::decode(bytes)?;
+        if position.channel_name.is_empty() {
+            return Err(crate::Error::Decode(
+                "position has no channel name".to_string(),
+            ));
+        }
+        Ok(position)
+    }
+}

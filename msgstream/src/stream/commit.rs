@@ -1,0 +1,115 @@
+//! What a stream has received but not yet committed, per channel, and committing it.
+//!
+//! The streams ack a message only once the application has had the pack it belongs to (by
+//! default when it asks for the next pack, or explicitly through `commit`). Until then each
+//! received message waits here as an *ack token*: the delivered [`Message`] without payload or
+//! properties (an id, a delivery epoch and a shared topic name: no copy of the data).
+//!
+//! A commit names a resume point per channel (a pack's end position): every token received
+//! before it, in arrival order, is acknowledged, and the point itself too when it is a tick
+//! or a message already handed over. On strictly ordered backends, whose acks are cumulative,
+//! that is one ack per channel per commit (the last token); elsewhere each token is acked.
+//! A restart from the subscription therefore resumes exactly at the first message the
+//! application had not finished (at-least-once, never a skip).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::mq::{Acker, Message, MessageId, Properties};
+use crate::Result;
+
+/// One received message waiting for its commit.
+#[derive(Debug)]
+struct Token {
+    message: Message,
+    /// Whether the point itself is committed when a commit names it: ticks, and messages of the
+    /// plain stream (handed over one by one), are; a buffered tt message named as the first
+    /// one still held is not.
+    passed: bool,
+}
+
+struct ChannelLog {
+    acker: Arc<dyn Acker>,
+    tokens: VecDeque<Token>,
+}
+
+/// The uncommitted tokens of every channel of one stream, in subscription order.
+pub(crate) struct CommitLog {
+    cumulative: bool,
+    channels: Vec<ChannelLog>,
+}
+
+impl CommitLog {
+    /// An empty log; `cumulative` when the backend's acks are cumulative (strict order).
+    pub(crate) fn new(cumulative: bool) -> Self {
+        CommitLog {
+            cumulative,
+            channels: Vec::new(),
+        }
+    }
+
+    /// Adds a channel acked through `acker`; returns its index (the pump's index).
+    pub(crate) fn add_channel(&mut self, acker: Arc<dyn Acker>) -> usize {
+        self.channels.push(ChannelLog {
+            acker,
+            tokens: VecDeque::new(),
+        });
+        self.channels.len() - 1
+    }
+
+    /// Records a received message of `channel`; `passed` as explained on [`Token`].
+    pub(crate) fn received(&mut self, channel: usize, mut message: Message, passed: bool) {
+        message.payload = Bytes::new();
+        if !message.properties.is_empty() {
+            message.properties = Properties::new();
+        }
+        if let Some(log) = self.channels.get_mut(channel) {
+            log.tokens.push_back(Token { message, passed });
+        }
+    }
+
+    /// Forgets every token of `channel` (after a seek: those deliveries are stale).
+    pub(crate) fn reset(&mut self, channel: usize) {
+        if let Some(log) = self.channels.get_mut(channel) {
+            log.tokens.clear();
+        }
+    }
+
+    /// Uncommitted tokens held, all channels together.
+    pub(crate) fn len(&self) -> usize {
+        self.channels.iter().map(|c| c.tokens.len()).sum()
+    }
+
+    /// Commits `channel` up to the resume point `id`: every token received before the one with
+    /// that id, and that one too if it is passed. An id not in the log (already committed, or a
+    /// point before anything received) commits nothing.
+    pub(crate) async fn commit(&mut self, channel: usize, id: &MessageId) -> Result<()> {
+        let cumulative = self.cumulative;
+        let Some(log) = self.channels.get_mut(channel) else {
+            return Ok(());
+        };
+        let Some(index) = log.tokens.iter().position(|t| t.message.id == *id) else {
+            return Ok(());
+        };
+        let through = match log.tokens.get(index) {
+            Some(token) if token.passed => index + 1,
+            _ => index,
+        };
+        if through == 0 {
+            return Ok(());
+        }
+        if cumulative {
+            let last = log.tokens.drain(..through).last();
+            if let Some(token) = last {
+                log.acker.ack(&token.message).await?;
+            }
+        } else {
+            for token in log.tokens.drain(..through) {
+                log.acker.ack(&token.message).await?;
+            }
+        }
+        Ok(())
+    }
+}

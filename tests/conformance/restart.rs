@@ -1,0 +1,210 @@
+//! At-least-once through the subscription alone: a tt consumer is SIGKILLed at a random pack,
+//! restarted from its subscription (no stored positions), and must get again every message of
+//! every pack it had not finished, and nothing of the packs before.
+//!
+//! The consumer is this test binary re-executed with `MSGSTREAM_RESTART_CHILD` naming a config
+//! file; it prints `PACK <end_ts> <rows>` for each pack it is handed, then asks for the next one
+//! (which commits the one before). The parent reads those lines, kills the child after a random
+//! number of packs, and restarts it; the seed is printed so a failure can be replayed with
+//! `MSGSTREAM_RESTART_SEED`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use msgstream::mq::InitialPosition;
+use msgstream::msg::{MsgPack, TsMsg};
+use msgstream::testkit::{insert, row_id};
+use msgstream_facade::{Config, Factory};
+
+const CHILD_ENV: &str = "MSGSTREAM_RESTART_CHILD";
+const SEED_ENV: &str = "MSGSTREAM_RESTART_SEED";
+const CHANNELS: [&str; 2] = ["restart-a", "restart-b"];
+const PACKS: u64 = 30;
+const ROUNDS: usize = 3;
+
+/// The packs every run must see, in order: pack `i` ends at `10 i` and holds three rows per
+/// channel, channel a first.
+fn expected() -> Vec<(u64, Vec<i64>)> {
+    (1..=PACKS)
+        .map(|i| {
+            let rows = (0..2)
+                .flat_map(|c| (0..3).map(move |r| (i * 100 + c * 10 + r) as i64))
+                .collect();
+            (i * 10, rows)
+        })
+        .collect()
+}
+
+async fn produce(config: &Config) {
+    let factory = Factory::new(config).await.expect("factory");
+    let mut out = factory.tt_msg_stream();
+    out.as_producer(&CHANNELS).await.expect("producer");
+    for (end, rows) in expected() {
+        let mut msgs: Vec<TsMsg> = rows
+            .iter()
+            .enumerate()
+            .map(|(n, row)| insert(*row, end - 5 + (n as u64 % 3), (n / 3) as u32))
+            .collect();
+        for channel in 0..2u32 {
+            msgs.push(TsMsg::time_tick(end).with_hash_keys(vec![channel]));
+        }
+        out.produce(&MsgPack {
+            msgs,
+            ..MsgPack::default()
+        })
+        .await
+        .expect("produce");
+    }
+    out.close().await;
+    factory.close().await;
+}
+
+/// Not a test on its own: the consumer child, a no-op unless the parent started it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_child() {
+    let Some(path) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let config = Config::load(Some(path.as_ref())).expect("child config");
+    let factory = Factory::new(&config).await.expect("child factory");
+    let mut stream = factory.tt_msg_stream();
+    stream
+        .as_consumer(&CHANNELS, "restart", InitialPosition::Earliest)
+        .await
+        .expect("as_consumer");
+    let stdout = std::io::stdout();
+    while let Some(pack) = stream.next_pack().await {
+        let pack = pack.expect("pack");
+        let rows: Vec<String> = pack.msgs.iter().map(|m| row_id(m).to_string()).collect();
+        let mut out = stdout.lock();
+        writeln!(out, "PACK {} {}", pack.end_ts, rows.join(",")).expect("stdout");
+        out.flush().expect("flush");
+        if pack.end_ts >= PACKS * 10 {
+            break;
+        }
+    }
+    stream.close().await;
+    writeln!(stdout.lock(), "END").expect("stdout");
+}
+
+fn random(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+/// Runs the child on `config_file`; kills it once it printed `kill_after` packs (if given).
+/// Returns the packs it printed completely.
+fn run_child(config_file: &std::path::Path, kill_after: Option<usize>) -> Vec<(u64, Vec<i64>)> {
+    let exe = std::env::current_exe().expect("test binary");
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "restart::restart_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, config_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("child stdout");
+    let mut packs = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        let Some((_, pack)) = line.split_once("PACK ") else {
+            continue;
+        };
+        let Some((end, rows)) = pack.split_once(' ') else {
+            continue;
+        };
+        let (Ok(end), Ok(rows)) = (
+            end.parse::<u64>(),
+            rows.split(',')
+                .map(str::parse::<i64>)
+                .collect::<Result<Vec<_>, _>>(),
+        ) else {
+            continue;
+        };
+        packs.push((end, rows));
+        if Some(packs.len()) == kill_after {
+            child.kill().expect("SIGKILL");
+        }
+    }
+    let status = child.wait().expect("reap child");
+    if kill_after.is_none() {
+        assert!(status.success(), "the last run ends by itself: {status}");
+    }
+    packs
+}
+
+/// The property, on one backend whose state outlives a process (given by its config file).
+async fn restart_from_subscription(config: Config, config_file: &std::path::Path) {
+    produce(&config).await;
+    let expected = expected();
+    let mut seed = std::env::var(SEED_ENV)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        })
+        | 1;
+    eprintln!("restart test seed: {seed} (replay with {SEED_ENV}={seed})");
+    let mut seen: Vec<(u64, Vec<i64>)> = Vec::new();
+    for round in 0..=ROUNDS {
+        let kill_after = (round < ROUNDS).then(|| 1 + (random(&mut seed) % 6) as usize);
+        let packs = run_child(config_file, kill_after);
+        assert!(
+            !packs.is_empty(),
+            "round {round}: the child printed no pack"
+        );
+        let first = &packs[0];
+        let resumed_at = expected
+            .iter()
+            .position(|p| p == first)
+            .unwrap_or_else(|| panic!("round {round}: unexpected first pack {first:?}"));
+        // The first pack after a restart is the last one handed over (its commit may not have
+        // happened) or the one after it; never an earlier one, never a later one.
+        let last_seen = seen.len();
+        assert!(
+            resumed_at == last_seen || resumed_at + 1 == last_seen,
+            "round {round}: resumed at pack {} after {last_seen} packs were handed over",
+            resumed_at + 1
+        );
+        assert_eq!(
+            packs[..],
+            expected[resumed_at..resumed_at + packs.len()],
+            "round {round}: packs in order, nothing lost"
+        );
+        seen.truncate(resumed_at);
+        seen.extend(packs);
+    }
+    assert_eq!(seen, expected, "every pack, across all restarts");
+}
+
+#[cfg(feature = "rocksmq")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rocksmq_restart_from_subscription_after_sigkill() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let file = dir.path().join("msgstream.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "backend = \"rocksmq\"\n[rocksmq]\npath = {:?}\n",
+            db.display().to_string()
+        ),
+    )
+    .expect("config file");
+    let config = Config::load(Some(&file)).expect("config");
+    restart_from_subscription(config, &file).await;
+}
