@@ -233,9 +233,11 @@ impl Consumer {
     /// another consumer. Returns once stopped (or after `stop_timeout`, when connections are
     /// closed regardless).
     pub async fn stop(&self) {
-        let _ = self.commands.send(Command::Stop);
+        let _ = self.commands.send(Command::Stop(None));
         let mut stopped = self.stopped.clone();
-        let done = stopped.wait_for(|s| *s);
+        let done = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
         tokio::pin!(done);
         loop {
             tokio::select! {
@@ -249,6 +251,17 @@ impl Consumer {
                     None => return,
                 },
             }
+        }
+    }
+
+    /// Sends CLS on every connection and returns once it is written: from then on the server
+    /// starts no new delivery to this consumer (frames already on the wire still arrive), so
+    /// messages requeued afterwards go to other consumers, in the order requeued. Follow with
+    /// [`Consumer::stop`].
+    pub async fn stop_intake(&self) {
+        let (sent, written) = tokio::sync::oneshot::channel();
+        if self.commands.send(Command::Stop(Some(sent))).is_ok() {
+            let _ = written.await;
         }
     }
 

@@ -21,7 +21,8 @@ use crate::{http, rdy};
 /// Requests from the [`crate::Consumer`] handle.
 pub(crate) enum Command {
     SetMaxInFlight(u32),
-    Stop,
+    /// Start the graceful stop; the sender hears once CLS was written to every connection.
+    Stop(Option<oneshot::Sender<()>>),
 }
 
 enum Ev {
@@ -429,7 +430,12 @@ impl Engine {
                 self.max_in_flight = n;
                 self.rebalance().await;
             }
-            Ev::Command(Command::Stop) => self.stop().await,
+            Ev::Command(Command::Stop(sent)) => {
+                self.stop().await;
+                if let Some(sent) = sent {
+                    let _ = sent.send(());
+                }
+            }
             Ev::Frame(origin, generation, event) => self.frame(origin, generation, event).await,
             Ev::Connected(origin, generation, result) => {
                 self.connecting.remove(&origin);

@@ -10,8 +10,10 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod adapter;
 pub mod backoff;
 pub mod codec;
+mod config;
 pub mod conn;
 pub mod consumer;
 mod engine;
@@ -23,8 +25,10 @@ pub mod message;
 pub mod producer;
 pub mod rdy;
 
+pub use adapter::{NsqClient, BACKEND};
 pub use backoff::{BackoffConfig, Strategy};
 pub use codec::ConsumeOffset;
+pub use config::{Extensions, NsqConfig};
 pub use conn::{ConnConfig, Negotiated};
 pub use consumer::{Consumer, ConsumerConfig, FailedCallback, Stats, SubscribeMode};
 pub use error::{CodecError, Error, Result};

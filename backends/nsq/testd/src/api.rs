@@ -36,6 +36,8 @@ impl Handler for Nsqd {
             ("/topic/delete", true) => self.topic(&req, Admin::Delete),
             ("/channel/create", true) => self.channel(&req, Admin::Create),
             ("/channel/delete", true) => self.channel(&req, Admin::Delete),
+            ("/channel/empty", true) => self.channel(&req, Admin::Empty),
+            ("/topic/empty", true) => self.topic(&req, Admin::Empty),
             ("/channel/setoffset", true) if self.0.options.extensions.partitions() => {
                 self.set_offset(&req)
             }
@@ -53,6 +55,7 @@ impl Handler for Nsqd {
 enum Admin {
     Create,
     Delete,
+    Empty,
 }
 
 fn topic_arg(req: &Request) -> Result<String, Response> {
@@ -149,6 +152,18 @@ impl Nsqd {
                     entry.partitions.entry(pid).or_default();
                 }
             }
+            Admin::Empty => {
+                for part in store
+                    .topics
+                    .entry(topic)
+                    .or_default()
+                    .partitions
+                    .values_mut()
+                {
+                    let end = part.log.len();
+                    part.unclaimed_from = end;
+                }
+            }
             Admin::Delete => {
                 if store.topics.remove(&topic).is_none() {
                     return Response::error(404, "TOPIC_NOT_FOUND");
@@ -210,6 +225,19 @@ impl Nsqd {
             Admin::Create => {
                 for part in t.partitions.values_mut() {
                     part.channel(&channel);
+                }
+            }
+            Admin::Empty => {
+                let mut found = false;
+                for part in t.partitions.values_mut() {
+                    let end = part.log.len();
+                    if let Some(c) = part.channels.get_mut(&channel) {
+                        c.reset(end);
+                        found = true;
+                    }
+                }
+                if !found {
+                    return Response::error(404, "CHANNEL_NOT_FOUND");
                 }
             }
             Admin::Delete => {
