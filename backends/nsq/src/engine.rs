@@ -674,7 +674,9 @@ impl Engine {
                 max_rdy: l.conn.negotiated.max_rdy_count,
             })
             .collect();
-        self.rotate = self.rotate.wrapping_add(1);
+        // A random start (go-nsq picks at random too): a fixed stride could keep landing on
+        // the same idle connections and starve the one with messages.
+        self.rotate = self.rotate.wrapping_add(1 + entropy() as usize);
         let plan = rdy::redistribute(
             &views,
             self.max_in_flight,

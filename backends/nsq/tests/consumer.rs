@@ -409,3 +409,67 @@ async fn refusals_are_clear() {
         "no reachable nsqd"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rdy_rotates_when_connections_outnumber_max_in_flight() {
+    let servers = [
+        server(Extensions::None).await,
+        server(Extensions::None).await,
+        server(Extensions::None).await,
+    ];
+    let refs: Vec<&msgstream_nsq_testd::TestServer> = servers.iter().collect();
+    let mut config = consumer_config(&refs, "rotate", "c");
+    config.max_in_flight = 1;
+    config.rdy_redistribute_interval = Duration::from_millis(20);
+    config.low_rdy_idle_timeout = Duration::from_millis(50);
+    let consumer = subscribe(config).await;
+    publish_n(&refs, "rotate", 3).await;
+    let mut per_server = BTreeMap::new();
+    for _ in 0..9 {
+        let message = recv(&consumer).await;
+        *per_server
+            .entry(message.origin().addr.to_string())
+            .or_insert(0) += 1;
+        let mut total_rdy = 0;
+        for server in &servers {
+            let c = channel_stats(server, "rotate", None, "c").await;
+            total_rdy += c["clients"][0]["ready_count"].as_u64().unwrap_or(0);
+        }
+        assert!(total_rdy <= 1, "RDY over all connections is {total_rdy}");
+        message.finish().await.expect("FIN");
+    }
+    assert_eq!(per_server.len(), 3, "no connection starves: {per_server:?}");
+    assert!(per_server.values().all(|n| *n == 3));
+    consumer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_limits_and_heartbeats_are_respected() {
+    let s = msgstream_nsq_testd::TestServer::start(msgstream_nsq_testd::Options {
+        max_rdy_count: 5,
+        ..msgstream_nsq_testd::Options::default()
+    })
+    .await
+    .expect("server");
+    let mut config = consumer_config(&[&s], "limits", "c");
+    config.max_in_flight = 100;
+    let consumer = subscribe(config).await;
+    publish_n(&[&s], "limits", 20).await;
+    eventually("five in flight", async || {
+        channel_stats(&s, "limits", None, "c").await["in_flight_count"] == 5
+    })
+    .await;
+    assert_eq!(
+        channel_stats(&s, "limits", None, "c").await["clients"][0]["ready_count"],
+        5,
+        "RDY capped at the server's max_rdy_count"
+    );
+    // Idle for three heartbeat intervals: the NOP answers keep the connection.
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    assert_eq!(consumer.stats().reconnects, 0);
+    assert_eq!(consumer.stats().connections, 1);
+    for _ in 0..20 {
+        recv(&consumer).await.finish().await.expect("FIN");
+    }
+    consumer.stop().await;
+}
