@@ -8,11 +8,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::codec::{decode_frame, Command, Frame, RawMessage, ServerError, HEARTBEAT, MAGIC_V2};
@@ -103,44 +106,80 @@ pub enum Event {
     Closed(Option<Error>),
 }
 
+/// What the write task is asked to do.
+enum Out {
+    Data(Bytes),
+    Shutdown(oneshot::Sender<()>),
+}
+
 /// The writing half, shared by whoever sends commands on the connection.
+///
+/// Commands are queued to one write task that coalesces whatever is queued into a single
+/// write (so a burst of FINs or pipelined PUBs costs one syscall), in queue order, each write
+/// bounded by the write timeout. A failed or timed-out write closes the connection; queuing on
+/// a closed connection is [`Error::Closed`].
 #[derive(Debug)]
 pub struct Writer {
     addr: String,
-    half: tokio::sync::Mutex<Option<OwnedWriteHalf>>,
-    timeout: Duration,
+    queue: mpsc::UnboundedSender<Out>,
+    closed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Out::Data(b) => write!(f, "Data({} bytes)", b.len()),
+            Out::Shutdown(_) => write!(f, "Shutdown"),
+        }
+    }
 }
 
 impl Writer {
-    /// Writes one command with the write deadline.
+    fn spawn(addr: &str, half: OwnedWriteHalf, timeout: Duration) -> Arc<Writer> {
+        let (queue, rx) = mpsc::unbounded_channel();
+        let closed = Arc::new(AtomicBool::new(false));
+        tokio::spawn(write_loop(
+            addr.to_string(),
+            half,
+            rx,
+            timeout,
+            closed.clone(),
+        ));
+        Arc::new(Writer {
+            addr: addr.to_string(),
+            queue,
+            closed,
+        })
+    }
+
+    /// Queues one command.
     pub async fn send(&self, command: Command<'_>) -> Result<()> {
         let mut buf = BytesMut::new();
         command.encode(&mut buf);
-        self.send_raw(&buf).await
+        self.queue(buf.freeze())
     }
 
-    /// Writes already-encoded commands.
+    /// Queues already-encoded commands.
     pub async fn send_raw(&self, bytes: &[u8]) -> Result<()> {
-        let mut half = self.half.lock().await;
-        let stream = half.as_mut().ok_or(Error::Closed("connection"))?;
-        match tokio::time::timeout(self.timeout, stream.write_all(bytes)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(source)) => Err(Error::Io {
-                addr: self.addr.clone(),
-                source,
-            }),
-            Err(_) => Err(Error::Timeout {
-                addr: self.addr.clone(),
-                what: "write",
-                after: self.timeout,
-            }),
-        }
+        self.queue(Bytes::copy_from_slice(bytes))
     }
 
-    /// Shuts the socket's write side; the server then closes and the reader ends.
+    fn queue(&self, bytes: Bytes) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("connection"));
+        }
+        self.queue
+            .send(Out::Data(bytes))
+            .map_err(|_| Error::Closed("connection"))
+    }
+
+    /// Writes what is queued, then shuts the socket's write side; the server then closes and
+    /// the reader ends.
     pub async fn shutdown(&self) {
-        if let Some(mut half) = self.half.lock().await.take() {
-            let _ = half.shutdown().await;
+        self.closed.store(true, Ordering::Release);
+        let (done, flushed) = oneshot::channel();
+        if self.queue.send(Out::Shutdown(done)).is_ok() {
+            let _ = flushed.await;
         }
     }
 
@@ -148,6 +187,47 @@ impl Writer {
     pub fn addr(&self) -> &str {
         &self.addr
     }
+}
+
+async fn write_loop(
+    addr: String,
+    mut half: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    timeout: Duration,
+    closed: Arc<AtomicBool>,
+) {
+    let mut batch = BytesMut::new();
+    while let Some(first) = rx.recv().await {
+        let mut shutdown = None;
+        let mut next = Some(first);
+        while let Some(out) = next.take() {
+            match out {
+                Out::Data(bytes) => batch.extend_from_slice(&bytes),
+                Out::Shutdown(done) => {
+                    shutdown = Some(done);
+                    break;
+                }
+            }
+            next = rx.try_recv().ok();
+        }
+        if !batch.is_empty() {
+            let written = tokio::time::timeout(timeout, half.write_all(&batch)).await;
+            batch.clear();
+            if !matches!(written, Ok(Ok(()))) {
+                tracing::debug!(addr, "write failed or timed out; closing the connection");
+                closed.store(true, Ordering::Release);
+                let _ = half.shutdown().await;
+                return;
+            }
+        }
+        if let Some(done) = shutdown {
+            closed.store(true, Ordering::Release);
+            let _ = half.shutdown().await;
+            let _ = done.send(());
+            return;
+        }
+    }
+    let _ = half.shutdown().await;
 }
 
 /// A connected, identified connection; the reader task runs until the socket ends.
@@ -257,11 +337,7 @@ impl Conn {
             .map_err(io(addr))?;
         let _ = stream.set_nodelay(true);
         let (mut read, write) = stream.into_split();
-        let writer = Arc::new(Writer {
-            addr: addr.to_string(),
-            half: tokio::sync::Mutex::new(Some(write)),
-            timeout: config.write_timeout,
-        });
+        let writer = Writer::spawn(addr, write, config.write_timeout);
         let identify = serde_json::json!({
             "client_id": config.client_id,
             "hostname": "localhost",

@@ -9,14 +9,18 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::backoff::{Action, Backoff};
-use crate::codec::{self, ConsumeOffset};
+use crate::backoff::Backoff;
+use crate::codec;
 use crate::conn::{Conn, Event};
-use crate::consumer::{ConsumerConfig, Counters, SubscribeMode};
+use crate::consumer::{ConsumerConfig, Counters};
 use crate::error::{Error, Result};
 use crate::lookup::{self, Endpoint};
 use crate::message::{Answered, Message, Origin};
-use crate::{http, rdy};
+
+mod dial;
+mod flow;
+
+use dial::Dial;
 
 /// Requests from the [`crate::Consumer`] handle.
 pub(crate) enum Command {
@@ -25,7 +29,7 @@ pub(crate) enum Command {
     Stop(Option<oneshot::Sender<()>>),
 }
 
-enum Ev {
+pub(super) enum Ev {
     Command(Command),
     Frame(Origin, u64, Event),
     Connected(Origin, u64, Result<Conn>),
@@ -45,91 +49,6 @@ struct Link {
     in_flight: u32,
     last_active: Instant,
     closing: bool,
-}
-
-/// Everything one dial needs.
-struct Dial {
-    config: Arc<ConsumerConfig>,
-    http: Option<String>,
-    offset: Option<ConsumeOffset>,
-    tx: mpsc::UnboundedSender<Ev>,
-}
-
-impl Dial {
-    /// Sets the start offset if one is due, then opens and subscribes the connection.
-    async fn dial(self, origin: &Origin, generation: u64) -> Result<Conn> {
-        let config = &self.config;
-        let partition = origin.partition.or(match config.mode {
-            SubscribeMode::Plain => None,
-            _ => Some(0),
-        });
-        if let Some(offset) = self.offset {
-            self.set_offset(origin, partition.unwrap_or(0), offset)
-                .await?;
-        }
-        let command = match config.mode {
-            SubscribeMode::Plain => codec::Command::Sub {
-                topic: &config.topic,
-                channel: &config.channel,
-                partition,
-            },
-            SubscribeMode::Ordered => codec::Command::SubOrdered {
-                topic: &config.topic,
-                channel: &config.channel,
-                partition: partition.unwrap_or(0),
-            },
-            SubscribeMode::Advanced => codec::Command::SubAdvanced {
-                topic: &config.topic,
-                channel: &config.channel,
-                partition: partition.unwrap_or(0),
-                offset: None,
-            },
-        };
-        let tx = self.tx.clone();
-        let sink_origin = origin.clone();
-        Conn::connect(
-            &origin.addr,
-            &config.conn,
-            Some(command),
-            config.mode != SubscribeMode::Plain,
-            move |event| {
-                let _ = tx.send(Ev::Frame(sink_origin.clone(), generation, event));
-            },
-        )
-        .await
-    }
-
-    /// Sets the channel's start over HTTP (`/channel/setoffset`): `SUB_ADVANCED` with an
-    /// offset would ignore the partition (notes §2.6.1).
-    async fn set_offset(
-        &self,
-        origin: &Origin,
-        partition: u32,
-        offset: ConsumeOffset,
-    ) -> Result<()> {
-        let http = self.http.as_ref().ok_or_else(|| Error::Unsupported {
-            addr: origin.addr.to_string(),
-            what: "a consume offset needs the nsqd's HTTP address (lookupd or nsqd_http)".into(),
-        })?;
-        let target = format!(
-            "/channel/setoffset?topic={}&channel={}&partition={partition}",
-            self.config.topic, self.config.channel
-        );
-        let body = offset.to_string();
-        let timeout = self.config.conn.read_timeout;
-        let (status, reply) =
-            http::request(http, "POST", &target, body.as_bytes(), timeout).await?;
-        if status != 200 {
-            return Err(Error::Protocol {
-                addr: http.clone(),
-                what: format!(
-                    "setoffset answered {status}: {}",
-                    String::from_utf8_lossy(&reply)
-                ),
-            });
-        }
-        Ok(())
-    }
 }
 
 pub(crate) struct Engine {
@@ -379,51 +298,6 @@ impl Engine {
         self.rebalance().await;
     }
 
-    /// Gives every connection its share (or 0 in backoff), lowering before raising so the
-    /// sum never passes `max_in_flight` on the wire.
-    async fn rebalance(&mut self) {
-        let target = if self.backoff.active() || self.stopping {
-            0
-        } else {
-            rdy::per_conn(self.max_in_flight, self.links.len())
-        };
-        let origins: Vec<Origin> = self.links.keys().cloned().collect();
-        for lowering in [true, false] {
-            for origin in &origins {
-                let current = self.links.get(origin).map_or(0, |l| l.rdy);
-                if (target < current) == lowering {
-                    self.set_rdy(origin, target).await;
-                }
-            }
-        }
-    }
-
-    async fn set_rdy(&mut self, origin: &Origin, wanted: u32) {
-        let total: u32 = self.links.values().map(|l| l.rdy).sum();
-        let max_in_flight = self.max_in_flight;
-        let Some(link) = self.links.get_mut(origin) else {
-            return;
-        };
-        if link.closing {
-            return;
-        }
-        let count = rdy::grant(
-            wanted,
-            link.conn.negotiated.max_rdy_count,
-            link.rdy,
-            total,
-            max_in_flight,
-        );
-        if count == link.rdy {
-            return;
-        }
-        link.rdy = count;
-        link.last_active = Instant::now();
-        if let Err(e) = link.conn.writer.send(codec::Command::Rdy(count)).await {
-            tracing::debug!(addr = %origin.addr, "RDY not sent: {e}");
-        }
-    }
-
     async fn handle(&mut self, ev: Ev) {
         match ev {
             Ev::Command(Command::SetMaxInFlight(n)) => {
@@ -589,107 +463,6 @@ impl Engine {
                 .0
                 .requeue_without_backoff(Some(Duration::ZERO))
                 .await;
-        }
-    }
-
-    async fn answered(&mut self, answered: Answered) {
-        let counter = if answered.requeued {
-            &self.counters.requeued
-        } else {
-            &self.counters.finished
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        if let Some(link) = self
-            .links
-            .get_mut(&answered.origin)
-            .filter(|l| l.generation == answered.generation)
-        {
-            link.in_flight = link.in_flight.saturating_sub(1);
-            link.last_active = Instant::now();
-        }
-        if self.stopping {
-            self.close_if_drained(&answered.origin).await;
-            return;
-        }
-        let action = self.backoff.signal(answered.signal);
-        self.counters
-            .backoff_level
-            .store(u64::from(self.backoff.counter()), Ordering::Relaxed);
-        match action {
-            Action::None => {}
-            Action::Pause(duration) => {
-                let origins: Vec<Origin> = self.links.keys().cloned().collect();
-                for origin in origins {
-                    self.set_rdy(&origin, 0).await;
-                }
-                spawn_after(&self.tx, duration, Ev::BackoffTimer);
-            }
-            Action::Recover => self.rebalance().await,
-        }
-    }
-
-    /// The backoff pause ended: RDY 1 on one connection, chosen in rotation.
-    async fn test_the_waters(&mut self) {
-        self.backoff.timer_fired();
-        if self.stopping {
-            return;
-        }
-        if !self.backoff.active() {
-            self.rebalance().await;
-            return;
-        }
-        if self.links.is_empty() {
-            spawn_after(&self.tx, Duration::from_secs(1), Ev::BackoffTimer);
-            return;
-        }
-        self.rotate = self.rotate.wrapping_add(1);
-        let pick = self
-            .links
-            .keys()
-            .nth(self.rotate % self.links.len())
-            .cloned();
-        if let Some(origin) = pick {
-            self.set_rdy(&origin, 1).await;
-        }
-    }
-
-    /// Rotates the budget when connections outnumber `max_in_flight`.
-    async fn redistribute(&mut self) {
-        if self.stopping || self.backoff.active() || self.links.len() <= self.max_in_flight as usize
-        {
-            return;
-        }
-        let now = Instant::now();
-        let origins: Vec<Origin> = self.links.keys().cloned().collect();
-        let views: Vec<rdy::ConnView> = self
-            .links
-            .values()
-            .map(|l| rdy::ConnView {
-                rdy: l.rdy,
-                idle: if l.in_flight > 0 {
-                    Duration::ZERO
-                } else {
-                    now - l.last_active
-                },
-                max_rdy: l.conn.negotiated.max_rdy_count,
-            })
-            .collect();
-        // A random start (go-nsq picks at random too): a fixed stride could keep landing on
-        // the same idle connections and starve the one with messages.
-        self.rotate = self.rotate.wrapping_add(1 + entropy() as usize);
-        let plan = rdy::redistribute(
-            &views,
-            self.max_in_flight,
-            self.config.low_rdy_idle_timeout,
-            self.rotate,
-        );
-        for lowering in [true, false] {
-            for (origin, count) in origins.iter().zip(&plan) {
-                let current = self.links.get(origin).map_or(0, |l| l.rdy);
-                if (*count < current) == lowering && *count != current {
-                    self.set_rdy(origin, *count).await;
-                }
-            }
         }
     }
 
