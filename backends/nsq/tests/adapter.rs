@@ -211,3 +211,38 @@ async fn without_http_the_admin_parts_are_unsupported() {
     .await
     .is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
+    let server = TestServer::start(Options::default()).await.expect("server");
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new("raw", "g"))
+        .await
+        .expect("sub");
+    let raw = msgstream_nsq::Producer::new(msgstream_nsq::ProducerConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        ..msgstream_nsq::ProducerConfig::default()
+    })
+    .expect("raw producer");
+    raw.publish("raw", b"\xffMS1\0\0")
+        .await
+        .expect("pub broken");
+    raw.publish("raw", b"from pynsq")
+        .await
+        .expect("pub foreign");
+    let broken = tokio::time::timeout(Duration::from_secs(15), consumer.recv())
+        .await
+        .expect("in time");
+    assert!(matches!(broken, Err(Error::Decode(_))), "{broken:?}");
+    let foreign = recv(&mut consumer).await;
+    assert_eq!(foreign.payload.as_ref(), b"from pynsq");
+    assert!(foreign.properties.is_empty());
+    consumer.ack(&foreign).await.expect("ack");
+    consumer.close().await;
+}

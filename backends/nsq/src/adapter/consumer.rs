@@ -118,6 +118,8 @@ pub(crate) struct NsqConsumer {
     inner: Option<Arc<NsqPush>>,
     acks: Arc<Acks>,
     toucher: tokio::task::JoinHandle<()>,
+    /// A message `recv_batch` could not decode, reported by the next `recv`.
+    undecodable: Option<NsqMessage>,
 }
 
 impl NsqConsumer {
@@ -152,6 +154,7 @@ impl NsqConsumer {
             inner: Some(Arc::new(inner)),
             acks,
             toucher,
+            undecodable: None,
         })
     }
 
@@ -208,10 +211,22 @@ impl Consumer for NsqConsumer {
         let Some(inner) = self.inner.clone() else {
             return Ok(None);
         };
-        let Some(nsq) = inner.recv().await else {
+        let next = match self.undecodable.take() {
+            Some(nsq) => Some(nsq),
+            None => inner.recv().await,
+        };
+        let Some(nsq) = next else {
             return Ok(None);
         };
-        let message = self.to_message(&nsq)?;
+        let message = match self.to_message(&nsq) {
+            Ok(message) => message,
+            Err(e) => {
+                // A body that cannot be decoded never will be: FIN it so it is not redelivered
+                // forever, and report it.
+                let _ = nsq.finish().await;
+                return Err(e);
+            }
+        };
         // A redelivery of a message still pending (its connection dropped) replaces the old
         // copy, which can no longer be answered.
         lock(&self.acks.pending).insert(message.id.clone(), Arc::new(nsq));
@@ -230,7 +245,11 @@ impl Consumer for NsqConsumer {
             let Some(nsq) = inner.try_recv().await else {
                 break;
             };
-            let message = self.to_message(&nsq)?;
+            let Ok(message) = self.to_message(&nsq) else {
+                // Reported by the next `recv`, in its place in the order.
+                self.undecodable = Some(nsq);
+                break;
+            };
             lock(&self.acks.pending).insert(message.id.clone(), Arc::new(nsq));
             batch.push(message);
         }
