@@ -296,6 +296,13 @@ async fn lookupd_discovers_two_servers() {
             .collect();
     assert_eq!(per_server, want);
     assert_eq!(consumer.stats().connections, 2);
+    // A dropped connection is found again through lookupd (an immediate re-poll).
+    a.drop_connections();
+    eventually("rediscovered", async || consumer.stats().reconnects >= 1).await;
+    publish_n(&[&a], "found", 1).await;
+    let again = recv(&consumer).await;
+    assert_eq!(again.origin().addr.to_string(), a.tcp_addr().to_string());
+    again.finish().await.expect("FIN");
     consumer.stop().await;
 }
 

@@ -163,3 +163,28 @@ async fn one_connection_per_partition_through_lookupd() {
     assert_eq!(consumer.stats().connections, 3);
     consumer.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamp_offsets_start_at_a_publish_time() {
+    let s = youzan(1).await;
+    let producer = producer(&[&s]);
+    producer.publish_to("yz", 0, b"old").await.expect("pub");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    for (channel, secs, first) in [("past", now - 3600, "old"), ("future", now + 3600, "new")] {
+        let mut config = consumer_config(&[&s], "yz", channel);
+        config.mode = SubscribeMode::Advanced;
+        config.partition = Some(0);
+        config.offset = Some(ConsumeOffset::Timestamp(secs));
+        let consumer = Consumer::connect(config).await.expect("consumer");
+        if first == "new" {
+            producer.publish_to("yz", 0, b"new").await.expect("pub");
+        }
+        let message = recv(&consumer).await;
+        assert_eq!(body(&message), first, "channel {channel}");
+        message.finish().await.expect("FIN");
+        within("stop", consumer.stop()).await;
+    }
+}
