@@ -26,7 +26,9 @@ pub struct NsqConfig {
     pub nsqd_http: Vec<String>,
     /// nsqlookupd HTTP addresses; when set, consumers discover nsqds through them.
     pub lookupd: Vec<String>,
-    /// Most unacknowledged messages a consumer holds.
+    /// Most unacknowledged messages a consumer holds (capped by the server's
+    /// `max_rdy_count`). A timetick-aligned stream acks only once a tick completes a pack, so
+    /// each channel's ticks must come within this many messages.
     pub max_in_flight: u32,
     /// Deliveries after which a message is given up (FINed and logged); 0 never gives up.
     pub max_attempts: u16,
@@ -50,5 +52,27 @@ impl Default for NsqConfig {
             extensions: Extensions::None,
             partition: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_nsq_section_and_names_unknown_keys() {
+        let config: NsqConfig = serde_json::from_str(
+            r#"{"nsqd":["a:1"],"extensions":"partitions","partition":2,"max_in_flight":9}"#,
+        )
+        .expect("config");
+        assert_eq!(config.extensions, Extensions::Partitions);
+        assert_eq!((config.partition, config.max_in_flight), (2, 9));
+        assert_eq!(
+            config.requeue_delay_ms,
+            NsqConfig::default().requeue_delay_ms
+        );
+        let unknown =
+            serde_json::from_str::<NsqConfig>(r#"{"nsqds":[]}"#).expect_err("unknown key");
+        assert!(unknown.to_string().contains("nsqds"), "{unknown}");
     }
 }
