@@ -430,3 +430,37 @@ async fn http_api_pub_mpub_stats_and_deletes() {
         404
     );
 }
+
+#[tokio::test]
+async fn touch_cannot_hold_a_message_past_max_msg_timeout() {
+    let s = TestServer::start(Options {
+        max_msg_timeout: Duration::from_millis(1500),
+        ..Options::default()
+    })
+    .await
+    .expect("server");
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB t c\n").await;
+    wire.reply().await.expect("OK");
+    wire.send(&pub_cmd("t", None, b"held")).await;
+    wire.reply().await.expect("OK");
+    wire.send(b"RDY 2\n").await;
+    let (_, first) = wire.reply().await.expect("message");
+    let delivered = Instant::now();
+    let mut touch = b"TOUCH ".to_vec();
+    touch.extend_from_slice(&first[10..26]);
+    touch.push(b'\n');
+    // Touch every 200 ms (the message timeout is 1 s): it still comes back once 1.5 s passed.
+    let again = loop {
+        tokio::select! {
+            frame = wire.reply() => break frame.expect("redelivery"),
+            _ = tokio::time::sleep(Duration::from_millis(200)) => wire.send(&touch).await,
+        }
+    };
+    let held = delivered.elapsed();
+    assert_eq!(u16::from_be_bytes([again.1[8], again.1[9]]), 2);
+    assert!(
+        held >= Duration::from_millis(1400) && held < Duration::from_millis(2500),
+        "{held:?}"
+    );
+}

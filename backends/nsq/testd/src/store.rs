@@ -43,6 +43,8 @@ pub(crate) struct InFlight {
     pub attempts: u16,
     pub client: ClientId,
     pub deadline: Instant,
+    /// When it was delivered: TOUCH never extends past this plus `max_msg_timeout`.
+    pub delivered: Instant,
 }
 
 /// One NSQ channel of one partition.
@@ -284,6 +286,7 @@ fn deliver(
                 attempts,
                 client: client_id,
                 deadline: now + client.msg_timeout,
+                delivered: now,
             },
         );
         if client.out.send(frame).is_err() {

@@ -121,9 +121,12 @@ impl Session {
 
     pub(super) fn touch(&mut self, p: &[Vec<u8>]) -> Result<(), Fail> {
         let id = self.message_id(p, "TOUCH")?;
+        let max_msg_timeout = self.shared.options.max_msg_timeout;
         let done = self.with_flight(&id, |channel, client| {
             if let Some(flight) = channel.in_flight.get_mut(&id) {
-                flight.deadline = now() + client.msg_timeout;
+                // As nsqd: a touched message still times out `max_msg_timeout` after delivery.
+                let limit = flight.delivered + max_msg_timeout;
+                flight.deadline = (now() + client.msg_timeout).min(limit);
             }
         });
         done.ok_or_else(|| {
