@@ -27,6 +27,8 @@ fn expected(caps: &Capabilities, row: &str) -> &'static str {
         "readers" => yes(caps.readers),
         "latest message id" => yes(caps.latest_id),
         "durable subscriptions" => yes(caps.durable_subscriptions),
+        "delete subscriptions" => yes(caps.delete_subscriptions),
+        "delete channels" => yes(caps.delete_topics),
         "per-channel order" => match caps.ordering {
             Ordering::Strict => "strict",
             Ordering::BestEffort => "best effort",
@@ -41,7 +43,7 @@ async fn readme_capability_table_matches_capabilities() {
     let header = &table[0];
     let mut checked = 0;
     let backends = crate::harness::all().await;
-    let expected_cells = backends.len() * 5;
+    let expected_cells = backends.len() * 7;
     for (name, harness) in backends {
         let column = header
             .iter()

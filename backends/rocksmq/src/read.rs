@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use msgstream::mq::Properties;
+use msgstream::mq::{MessageId, Properties};
 use msgstream::{Error, Result};
 
 use crate::codec::decode_properties;
@@ -89,8 +89,11 @@ impl ReadScratch {
             if key >= end.as_slice() {
                 break;
             }
-            let id = message_id_from_key(topic.id, key)
-                .ok_or_else(|| Error::Decode(format!("malformed message key {key:02x?}")))?;
+            let id = message_id_from_key(topic.id, key).ok_or_else(|| Error::Corrupt {
+                channel: topic.name.clone(),
+                id: MessageId::from_backend_bytes(key),
+                detail: "malformed message key".into(),
+            })?;
             let read = out.len() - first;
             if read == limit || bytes >= READ_CHUNK_BYTES {
                 next = id;
@@ -110,7 +113,11 @@ impl ReadScratch {
                 }
                 if next_property == Some(id) {
                     if let Some(value) = iter.value() {
-                        props = decode_properties(value)?;
+                        props = decode_properties(value).map_err(|e| Error::Corrupt {
+                            channel: topic.name.clone(),
+                            id: MessageId::from_u64(id),
+                            detail: format!("its properties record does not decode: {e}"),
+                        })?;
                     }
                 }
             }

@@ -2,8 +2,8 @@
 //!
 //! The streams ack a message only once the application has had the pack it belongs to (by
 //! default when it asks for the next pack, or explicitly through `commit`). Until then each
-//! received message waits here as an *ack token*: the delivered [`Message`] without payload or
-//! properties (an id, a delivery epoch and a shared topic name: no copy of the data).
+//! received message waits here as an [`AckToken`]: its id and delivery epoch (no data). An ack
+//! rebuilds the [`Message`] the consumer expects from the token and the channel's shared name.
 //!
 //! A commit names a resume point per channel (a pack's end position): every token received
 //! before it, in arrival order, is acknowledged, and the point itself too when it is a tick
@@ -17,13 +17,29 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::mq::{Acker, Message, MessageId, Properties};
+use crate::mq::{Acker, Delivery, Message, MessageId, Properties};
 use crate::Result;
+
+/// What acking a received message needs: which message, from which delivery.
+#[derive(Debug, Clone)]
+pub(crate) struct AckToken {
+    pub(crate) id: MessageId,
+    pub(crate) delivery: Delivery,
+}
+
+impl From<&Message> for AckToken {
+    fn from(message: &Message) -> Self {
+        AckToken {
+            id: message.id.clone(),
+            delivery: message.delivery,
+        }
+    }
+}
 
 /// One received message waiting for its commit.
 #[derive(Debug)]
 struct Token {
-    message: Message,
+    token: AckToken,
     /// Whether the point itself is committed when a commit names it: ticks, and messages of the
     /// plain stream (handed over one by one), are; a buffered tt message named as the first
     /// one still held is not.
@@ -32,7 +48,21 @@ struct Token {
 
 struct ChannelLog {
     acker: Arc<dyn Acker>,
+    topic: Arc<str>,
     tokens: VecDeque<Token>,
+}
+
+impl ChannelLog {
+    async fn ack(&self, token: AckToken) -> Result<()> {
+        let message = Message {
+            topic: self.topic.clone(),
+            id: token.id,
+            payload: Bytes::new(),
+            properties: Properties::new(),
+            delivery: token.delivery,
+        };
+        self.acker.ack(&message).await
+    }
 }
 
 /// The uncommitted tokens of every channel of one stream, in subscription order.
@@ -50,23 +80,20 @@ impl CommitLog {
         }
     }
 
-    /// Adds a channel acked through `acker`; returns its index (the pump's index).
-    pub(crate) fn add_channel(&mut self, acker: Arc<dyn Acker>) -> usize {
+    /// Adds channel `topic` acked through `acker`; returns its index (the pump's index).
+    pub(crate) fn add_channel(&mut self, acker: Arc<dyn Acker>, topic: &str) -> usize {
         self.channels.push(ChannelLog {
             acker,
+            topic: Arc::from(topic),
             tokens: VecDeque::new(),
         });
         self.channels.len() - 1
     }
 
     /// Records a received message of `channel`; `passed` as explained on [`Token`].
-    pub(crate) fn received(&mut self, channel: usize, mut message: Message, passed: bool) {
-        message.payload = Bytes::new();
-        if !message.properties.is_empty() {
-            message.properties = Properties::new();
-        }
+    pub(crate) fn received(&mut self, channel: usize, token: AckToken, passed: bool) {
         if let Some(log) = self.channels.get_mut(channel) {
-            log.tokens.push_back(Token { message, passed });
+            log.tokens.push_back(Token { token, passed });
         }
     }
 
@@ -90,7 +117,7 @@ impl CommitLog {
         let Some(log) = self.channels.get_mut(channel) else {
             return Ok(());
         };
-        let Some(index) = log.tokens.iter().position(|t| t.message.id == *id) else {
+        let Some(index) = log.tokens.iter().position(|t| t.token.id == *id) else {
             return Ok(());
         };
         let through = match log.tokens.get(index) {
@@ -102,12 +129,13 @@ impl CommitLog {
         }
         if cumulative {
             let last = log.tokens.drain(..through).last();
-            if let Some(token) = last {
-                log.acker.ack(&token.message).await?;
+            if let Some(last) = last {
+                log.ack(last.token).await?;
             }
         } else {
-            for token in log.tokens.drain(..through) {
-                log.acker.ack(&token.message).await?;
+            let tokens: Vec<Token> = log.tokens.drain(..through).collect();
+            for token in tokens {
+                log.ack(token.token).await?;
             }
         }
         Ok(())

@@ -10,7 +10,7 @@ mod repack;
 pub(crate) mod signal;
 
 pub(crate) use commit::CommitLog;
-pub use options::StreamOptions;
+pub use options::{StreamOptions, MAX_BUFFER};
 pub use plain::MsgStream;
 pub use producers::{ChannelIds, Produce, Producers};
 pub(crate) use readers::Readers;
@@ -88,6 +88,12 @@ pub(crate) async fn subscribe_all(
     subscription: &str,
     position: InitialPosition,
 ) -> Result<Vec<Box<dyn Consumer>>> {
+    if options.buffer > MAX_BUFFER {
+        return Err(Error::InvalidArgument(format!(
+            "buffer {} is above the limit of {MAX_BUFFER} messages per channel",
+            options.buffer
+        )));
+    }
     for channel in channels {
         validate_channel_name("channel", channel)?;
     }

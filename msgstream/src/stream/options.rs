@@ -6,6 +6,10 @@ use crate::msg::DecoderRegistry;
 use crate::retry::RetryPolicy;
 use crate::tt::LatePolicy;
 
+/// Largest accepted `StreamOptions::buffer`: a queue slot per message, allocated up front, so a
+/// larger value is a configuration mistake, not a wish (and tokio's channels cap it anyway).
+pub const MAX_BUFFER: usize = 1 << 24;
+
 /// How a stream is built.
 #[derive(Debug, Clone)]
 pub struct StreamOptions {

@@ -110,8 +110,9 @@ impl MsgStream {
             }
         });
         for consumer in consumers {
+            let topic = consumer.topic().to_string();
             let (_, acker) = side.pumps.add(consumer, side.tx.clone());
-            side.commits.add_channel(acker);
+            side.commits.add_channel(acker, &topic);
             side.open += 1;
         }
         Ok(())

@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::commit::AckToken;
 use super::signal::PumpSignal;
 use super::StreamOptions;
 use futures::FutureExt;
@@ -58,7 +59,7 @@ pub(crate) struct Delivered {
     pub(crate) generation: u64,
     pub(crate) event: Event,
     /// The received message behind `event`, to be committed once the application has had it.
-    pub(crate) token: Option<Message>,
+    pub(crate) token: Option<AckToken>,
 }
 
 struct Parked {
@@ -305,7 +306,7 @@ struct PumpContext {
 }
 
 impl PumpContext {
-    fn delivered(&self, event: Event, token: Option<Message>) -> Delivered {
+    fn delivered(&self, event: Event, token: Option<AckToken>) -> Delivered {
         Delivered {
             channel: self.channel,
             generation: self.generation,
@@ -344,7 +345,7 @@ impl PumpContext {
                 })
             }
         };
-        self.delivered(event, Some(msg))
+        self.delivered(event, Some(AckToken::from(&msg)))
     }
 
     /// Turns a received batch into pending deliveries (an empty batch means closed). Returns

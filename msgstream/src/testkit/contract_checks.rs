@@ -281,6 +281,22 @@ pub async fn repeated_channel_names(client: Arc<dyn Client>) {
         tt.as_consumer(&[b.as_str(), b.as_str()], "tt", InitialPosition::Earliest)
             .await
     ));
+    // An absurd buffer is refused, not a panic in the queue allocation.
+    let huge = StreamOptions {
+        buffer: 4611686018427387904,
+        ..StreamOptions::default()
+    };
+    let mut tt = TtMsgStream::new(client.clone(), huge.clone());
+    assert!(invalid(
+        tt.as_consumer(&[b.as_str()], "tt", InitialPosition::Earliest)
+            .await
+    ));
+    let mut plain = MsgStream::new(client.clone(), huge);
+    assert!(invalid(
+        plain
+            .as_consumer(&[b.as_str()], "huge", InitialPosition::Earliest)
+            .await
+    ));
 }
 
 /// The plain stream acks a message only once the application asked for the next one (or

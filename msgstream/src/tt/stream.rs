@@ -159,8 +159,9 @@ impl TtMsgStream {
         let mut receivers = Vec::with_capacity(channels.len());
         for consumer in consumers {
             let (tx, rx) = mpsc::channel(buffer);
+            let topic = consumer.topic().to_string();
             let (_, acker) = pumps.add(consumer, tx);
-            commits.add_channel(acker);
+            commits.add_channel(acker, &topic);
             receivers.push(rx);
         }
         let names = channels.iter().map(|c| c.to_string()).collect();
