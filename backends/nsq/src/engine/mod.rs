@@ -13,11 +13,12 @@ use crate::backoff::Backoff;
 use crate::codec;
 use crate::conn::{Conn, Event};
 use crate::consumer::{ConsumerConfig, Counters};
-use crate::error::{Error, Result};
-use crate::lookup::{self, Endpoint};
+use crate::error::Result;
+use crate::lookup::Endpoint;
 use crate::message::{Answered, Message, Origin};
 
 mod dial;
+mod discovery;
 mod flow;
 
 use dial::Dial;
@@ -322,21 +323,7 @@ impl Engine {
                 }
             }
             Ev::Answered(answered) => self.answered(answered).await,
-            Ev::Lookup(Ok(endpoints)) => {
-                for endpoint in endpoints {
-                    if self.config.partition.is_some()
-                        && endpoint.partition != self.config.partition
-                    {
-                        continue;
-                    }
-                    let origin = Origin {
-                        addr: Arc::from(endpoint.tcp.as_str()),
-                        partition: endpoint.partition.or(self.config.partition),
-                    };
-                    self.http.insert(origin.clone(), endpoint.http);
-                    self.spawn_dial(origin);
-                }
-            }
+            Ev::Lookup(Ok(endpoints)) => self.discovered(endpoints),
             Ev::Lookup(Err(e)) => tracing::warn!("lookup failed: {e}"),
             Ev::Poll => self.poll(),
             Ev::BackoffTimer => self.test_the_waters().await,
@@ -347,45 +334,6 @@ impl Engine {
                     link.conn.close().await;
                 }
             }
-        }
-    }
-
-    fn poll(&self) {
-        if self.stopping {
-            return;
-        }
-        let lookupds = self.config.lookupd.clone();
-        let topic = self.config.topic.clone();
-        let timeout = self.config.conn.read_timeout;
-        let start = (entropy() as usize) % lookupds.len().max(1);
-        let tx = self.tx.clone();
-        tokio::spawn(async move {
-            let mut last = Err(Error::NoServer("no lookupd configured".into()));
-            for i in 0..lookupds.len().min(3) {
-                let addr = &lookupds[(start + i) % lookupds.len()];
-                last = lookup::lookup(addr, &topic, timeout).await;
-                if last.is_ok() {
-                    break;
-                }
-            }
-            let _ = tx.send(Ev::Lookup(last));
-        });
-    }
-
-    fn schedule_reconnect(&mut self, origin: Origin) {
-        if self.stopping {
-            return;
-        }
-        if !self.config.lookupd.is_empty() {
-            let _ = self.tx.send(Ev::Poll);
-        }
-        let is_static = self.config.nsqd.iter().any(|a| **a == *origin.addr);
-        if is_static {
-            spawn_after(
-                &self.tx,
-                self.config.reconnect_interval,
-                Ev::Reconnect(origin),
-            );
         }
     }
 
