@@ -480,3 +480,33 @@ async fn server_limits_and_heartbeats_are_respected() {
     }
     consumer.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_in_flight_zero_pauses_and_a_new_value_resumes() {
+    let s = server(Extensions::None).await;
+    let mut config = consumer_config(&[&s], "pause", "c");
+    config.max_in_flight = 4;
+    let consumer = subscribe(config).await;
+    let rdy =
+        async || channel_stats(&s, "pause", None, "c").await["clients"][0]["ready_count"].clone();
+    eventually("RDY 4", async || rdy().await == 4).await;
+    consumer.set_max_in_flight(0);
+    eventually("RDY 0", async || rdy().await == 0).await;
+    publish_n(&[&s], "pause", 3).await;
+    assert!(
+        consumer.try_recv().await.is_none(),
+        "paused: nothing delivered"
+    );
+    assert_eq!(
+        channel_stats(&s, "pause", None, "c").await["in_flight_count"],
+        0
+    );
+    consumer.set_max_in_flight(2);
+    for _ in 0..3 {
+        recv(&consumer).await.finish().await.expect("FIN");
+    }
+    assert_eq!(rdy().await, 2);
+    within("stop", consumer.stop()).await;
+    assert!(consumer.is_stopped());
+    assert!(consumer.recv().await.is_none(), "recv ends after stop");
+}
