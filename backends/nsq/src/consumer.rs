@@ -1,5 +1,5 @@
 //! The push consumer (go-nsq's model, with the Youzan extensions): configuration, the public
-//! handle, and statistics. The connection management lives in [`crate::engine`].
+//! handle, and statistics. The connection management lives in the private `engine` module.
 //!
 //! Guarantees: never more messages in flight than `max_in_flight` over all connections; a
 //! message attempted more than `max_attempts` times is given to the failed-message callback and
