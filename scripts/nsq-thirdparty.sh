@@ -9,8 +9,10 @@ target="${CARGO_TARGET_DIR:-target}"
 cargo build --quiet -p msgstream-nsq-testd
 venv="$target/pynsq-venv"
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import nsq' 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet 'pynsq==0.9.1' 'tornado>=6,<7'
+  rm -rf "$venv"
+  python3 -m venv "$venv" || { echo "nsq-thirdparty: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
+  "$venv/bin/pip" install --quiet 'pynsq==0.9.1' 'tornado>=6,<7' \
+    || { echo "nsq-thirdparty: pip could not install pynsq from PyPI" >&2; exit 1; }
 fi
 out="$(mktemp)"
 "$target/debug/msgstream-nsq-testd" --tcp 127.0.0.1:0 --http 127.0.0.1:0 < <(sleep 120) > "$out" &
@@ -20,5 +22,5 @@ for _ in $(seq 100); do
   [ -s "$out" ] && break
   sleep 0.05
 done
-read -r tcp http < "$out"
+read -r tcp http < "$out" || { echo "nsq-thirdparty: the test server did not start" >&2; exit 1; }
 "$venv/bin/python" scripts/nsq_thirdparty.py "${tcp#tcp=}" "${http#http=}"
