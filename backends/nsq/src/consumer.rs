@@ -270,3 +270,12 @@ impl Consumer {
         *self.stopped.borrow()
     }
 }
+
+impl Drop for Consumer {
+    /// A consumer dropped without [`Consumer::stop`] still stops: CLS everywhere, messages
+    /// nobody will take are requeued, connections close once what is in flight is answered
+    /// (or after `stop_timeout`).
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Stop(None));
+    }
+}

@@ -510,3 +510,12 @@ async fn max_in_flight_zero_pauses_and_a_new_value_resumes() {
     assert!(consumer.is_stopped());
     assert!(consumer.recv().await.is_none(), "recv ends after stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_consumer_closes_its_connections() {
+    let s = server(Extensions::None).await;
+    let consumer = subscribe(consumer_config(&[&s], "dropped", "c")).await;
+    eventually("subscribed", async || s.subscribed_clients() == 1).await;
+    drop(consumer);
+    eventually("connection closed", async || s.subscribed_clients() == 0).await;
+}
