@@ -464,3 +464,20 @@ async fn touch_cannot_hold_a_message_past_max_msg_timeout() {
         "{held:?}"
     );
 }
+
+#[tokio::test]
+async fn ephemeral_channels_go_with_their_last_client() {
+    let s = server(Extensions::None).await;
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB t c#ephemeral\n").await;
+    wire.reply().await.expect("OK");
+    assert_ne!(
+        channel_stats(&s, "t", None, "c#ephemeral").await,
+        serde_json::Value::Null
+    );
+    drop(wire);
+    eventually("the channel is gone", async || {
+        channel_stats(&s, "t", None, "c#ephemeral").await == serde_json::Value::Null
+    })
+    .await;
+}

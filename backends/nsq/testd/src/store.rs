@@ -228,6 +228,10 @@ impl Store {
                 if let Some(partition) = self.partition(&sub.topic, sub.partition) {
                     if let Some(channel) = partition.channels.get_mut(&sub.channel) {
                         channel.clients.retain(|c| *c != client);
+                        // nsqd deletes an ephemeral channel when its last client leaves.
+                        if channel.clients.is_empty() && sub.channel.ends_with("#ephemeral") {
+                            partition.channels.remove(&sub.channel);
+                        }
                     }
                 }
             }
