@@ -15,6 +15,20 @@ const MAX_RESPONSE: u64 = 16 * 1024 * 1024;
 /// What nsqlookupd wants to see to answer unwrapped JSON.
 pub const ACCEPT_NSQ: &str = "application/vnd.nsq; version=1.0";
 
+/// Percent-encodes a query value: NSQ names are `[.a-zA-Z0-9_-]` plus `#ephemeral`, and `#`
+/// would otherwise end the URL.
+pub fn query_value(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Sends one request to `addr` (`host:port`) and returns status and body.
 pub async fn request(
     addr: &str,
@@ -114,6 +128,12 @@ fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_values_are_escaped() {
+        assert_eq!(query_value("c#ephemeral"), "c%23ephemeral");
+        assert_eq!(query_value("a.b_c-1"), "a.b_c-1");
+    }
 
     #[test]
     fn bodies_by_length_chunks_and_eof() {

@@ -88,7 +88,10 @@ pub fn parse(addr: &str, body: &[u8]) -> Result<Vec<Endpoint>> {
 
 /// Asks one lookupd where `topic` lives. An unknown topic is an empty list, not an error.
 pub async fn lookup(addr: &str, topic: &str, timeout: Duration) -> Result<Vec<Endpoint>> {
-    let target = format!("/lookup?topic={topic}&metainfo=true&access=r");
+    let target = format!(
+        "/lookup?topic={}&metainfo=true&access=r",
+        http::query_value(topic)
+    );
     let (status, body) = http::request(addr, "GET", &target, b"", timeout).await?;
     match status {
         200 => parse(addr, &body),

@@ -60,7 +60,7 @@ impl Admin {
         let mut out = Vec::new();
         for addr in &self.http {
             let target = match topic {
-                Some(t) => format!("/stats?format=json&topic={t}"),
+                Some(t) => format!("/stats?format=json&topic={}", http::query_value(t)),
                 None => "/stats?format=json".to_string(),
             };
             let (status, body) = self.call(addr, "GET", &target, b"").await?;
@@ -137,6 +137,33 @@ impl Admin {
         Ok(Some(channels))
     }
 
+    /// `(depth, in_flight_count, client_count)` of one channel summed over the nsqds, `None`
+    /// when no nsqd has it.
+    pub(crate) async fn channel_counts(
+        &self,
+        topic: &str,
+        channel: &str,
+    ) -> Result<Option<(u64, u64, u64)>> {
+        self.require("reading channel depth without nsqd_http")?;
+        let mut found = None;
+        for entry in self.topics(Some(topic)).await? {
+            if entry["topic_name"] != topic {
+                continue;
+            }
+            for c in entry["channels"].as_array().cloned().unwrap_or_default() {
+                if c["channel_name"] == channel {
+                    let (depth, in_flight, clients) = found.unwrap_or((0, 0, 0));
+                    found = Some((
+                        depth + c["depth"].as_u64().unwrap_or(0),
+                        in_flight + c["in_flight_count"].as_u64().unwrap_or(0),
+                        clients + c["client_count"].as_u64().unwrap_or(0),
+                    ));
+                }
+            }
+        }
+        Ok(found)
+    }
+
     /// POSTs `path?query` to every nsqd; 404 (already gone) counts as done.
     async fn post_all(
         &self,
@@ -170,14 +197,18 @@ impl Admin {
         self.post_all(
             "deleting topics without nsqd_http",
             "/topic/delete",
-            &format!("topic={topic}"),
+            &format!("topic={}", http::query_value(topic)),
             b"",
         )
         .await
     }
 
     pub(crate) async fn delete_channel(&self, topic: &str, channel: &str) -> Result<()> {
-        let query = format!("topic={topic}&channel={channel}");
+        let query = format!(
+            "topic={}&channel={}",
+            http::query_value(topic),
+            http::query_value(channel)
+        );
         self.post_all(
             "deleting subscriptions without nsqd_http",
             "/channel/delete",
@@ -190,7 +221,11 @@ impl Admin {
     /// Creates the channel (so it starts receiving) and drops what it holds: a new
     /// subscription at `Latest` on upstream nsqd.
     pub(crate) async fn create_empty_channel(&self, topic: &str, channel: &str) -> Result<()> {
-        let query = format!("topic={topic}&channel={channel}");
+        let query = format!(
+            "topic={}&channel={}",
+            http::query_value(topic),
+            http::query_value(channel)
+        );
         self.post_all(
             "starting at Latest without nsqd_http",
             "/channel/create",

@@ -14,6 +14,7 @@ use msgstream::{Error, Result};
 use super::admin::Admin;
 use super::consumer::NsqConsumer;
 use super::producer::NsqProducer;
+use super::reader::NsqReader;
 use super::{map_err, Position, BACKEND};
 use crate::codec::{validate_name, ConsumeOffset};
 use crate::config::{Extensions, NsqConfig};
@@ -246,11 +247,22 @@ impl Client for NsqClient {
 
     async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>> {
         self.shared.check_open()?;
-        let _ = options;
-        Err(Error::Unsupported {
-            backend: BACKEND,
-            what: "readers (NSQ channels are durable; a reader would leave one behind)",
-        })
+        validate("channel", &options.topic)?;
+        if !self.capabilities().readers {
+            return Err(Error::Unsupported {
+                backend: BACKEND,
+                what: "readers (need extensions = partitions, nsqd_http and no lookupd)",
+            });
+        }
+        self.shared.ensure_topic(&options.topic).await?;
+        let reader = NsqReader::open(
+            self.shared.clone(),
+            &options.topic,
+            &options.start,
+            options.inclusive,
+        )
+        .await?;
+        Ok(Box::new(reader))
     }
 
     fn earliest_message_id(&self) -> MessageId {
@@ -282,7 +294,7 @@ impl Client for NsqClient {
         let partitions = self.shared.partition().is_some();
         let mut caps = Capabilities::ALL;
         caps.seek = partitions && admin;
-        caps.readers = false;
+        caps.readers = partitions && admin && self.shared.config.lookupd.is_empty();
         caps.latest_id = false;
         caps.durable_subscriptions = true;
         caps.delete_subscriptions = admin;

@@ -12,6 +12,9 @@
 //! without the magic (published by a foreign client) is delivered as payload with no
 //! properties.
 //!
+//! **Readers** (partitions, `nsqd_http`, no lookupd) are ephemeral channels started at an
+//! offset. **Latest id** is unsupported: nsqd reports no partition end offset.
+//!
 //! **Exclusive subscriptions** are enforced per client: NSQ shares a channel's messages among
 //! all its consumers, and cannot tell two processes apart.
 
@@ -19,6 +22,7 @@ mod admin;
 mod client;
 mod consumer;
 mod producer;
+mod reader;
 
 pub use client::NsqClient;
 

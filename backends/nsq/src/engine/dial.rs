@@ -79,7 +79,8 @@ impl Dial {
         })?;
         let target = format!(
             "/channel/setoffset?topic={}&channel={}&partition={partition}",
-            self.config.topic, self.config.channel
+            http::query_value(&self.config.topic),
+            http::query_value(&self.config.channel)
         );
         let body = offset.to_string();
         let timeout = self.config.conn.read_timeout;
