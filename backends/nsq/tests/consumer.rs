@@ -86,11 +86,13 @@ async fn backoff_is_entered_and_left() {
     let mut config = consumer_config(&[&s], "backoff", "c");
     config.max_in_flight = 5;
     config.backoff.multiplier = Duration::from_millis(20);
+    config.backoff.max = Duration::from_secs(1);
     config.max_attempts = 0;
     let consumer = subscribe(config).await;
     publish_n(&[&s], "backoff", 10).await;
     let levels = Arc::new(Mutex::new(Vec::new()));
     let rdy_in_backoff = Arc::new(AtomicU64::new(0));
+    let samples = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU32::new(0));
     let handlers = {
         let (consumer2, levels, done) = (consumer.clone(), levels.clone(), done.clone());
@@ -111,17 +113,28 @@ async fn backoff_is_entered_and_left() {
         })
     };
     let watcher = {
-        let (s_addr, rdy_in_backoff, consumer) =
-            (s.http_addr(), rdy_in_backoff.clone(), consumer.clone());
+        let (s_addr, rdy_in_backoff, consumer, samples) = (
+            s.http_addr(),
+            rdy_in_backoff.clone(),
+            consumer.clone(),
+            samples.clone(),
+        );
         tokio::spawn(async move {
             loop {
-                if consumer.stats().backoff_level > 0 {
+                // A sample counts only if the same backoff level held from 10 ms before the
+                // read (so the RDY 0 that entered it has reached the server) until after it.
+                let before = consumer.stats().backoff_level;
+                if before > 0 {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                     let (_, raw) = http(s_addr, "GET", "/stats?format=json", b"").await;
                     let v: serde_json::Value = serde_json::from_slice(&raw).expect("json");
                     let rdy = v["topics"][0]["channels"][0]["clients"][0]["ready_count"]
                         .as_u64()
                         .unwrap_or(0);
-                    rdy_in_backoff.fetch_max(rdy, Ordering::SeqCst);
+                    if consumer.stats().backoff_level == before {
+                        rdy_in_backoff.fetch_max(rdy, Ordering::SeqCst);
+                        samples.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
@@ -132,6 +145,10 @@ async fn backoff_is_entered_and_left() {
     watcher.abort();
     let seen = levels.lock().expect("lock").clone();
     assert!(seen.iter().any(|l| *l > 0), "backoff was entered: {seen:?}");
+    assert!(
+        samples.load(Ordering::SeqCst) > 0,
+        "RDY was sampled in backoff"
+    );
     assert!(
         rdy_in_backoff.load(Ordering::SeqCst) <= 1,
         "in backoff only the test-the-waters RDY 1 is allowed"
