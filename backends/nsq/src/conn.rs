@@ -164,7 +164,8 @@ impl Writer {
         self.queue(Bytes::copy_from_slice(bytes))
     }
 
-    fn queue(&self, bytes: Bytes) -> Result<()> {
+    /// Queues bytes without awaiting anything.
+    pub(crate) fn queue(&self, bytes: Bytes) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("connection"));
         }

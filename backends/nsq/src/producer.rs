@@ -51,8 +51,6 @@ struct Link {
     conn: Conn,
     waiters: Arc<Mutex<VecDeque<Waiter>>>,
     alive: Arc<AtomicBool>,
-    /// Serializes "queue the waiter, then write" so replies match waiters.
-    order: tokio::sync::Mutex<()>,
 }
 
 fn lock(waiters: &Mutex<VecDeque<Waiter>>) -> std::sync::MutexGuard<'_, VecDeque<Waiter>> {
@@ -99,19 +97,19 @@ impl Link {
             conn,
             waiters,
             alive,
-            order: tokio::sync::Mutex::new(()),
         })
     }
 
     async fn request(&self, bytes: &[u8], timeout: Duration) -> Result<Bytes> {
         let (tx, rx) = oneshot::channel();
         {
-            let _order = self.order.lock().await;
-            lock(&self.waiters).push_back(tx);
-            if let Err(e) = self.conn.writer.send_raw(bytes).await {
+            // Queued under the waiters' lock: replies match waiters in command order.
+            let mut waiters = lock(&self.waiters);
+            if let Err(e) = self.conn.writer.queue(Bytes::copy_from_slice(bytes)) {
                 self.alive.store(false, Ordering::Release);
                 return Err(e);
             }
+            waiters.push_back(tx);
         }
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(reply)) => reply,
