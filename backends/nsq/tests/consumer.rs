@@ -261,8 +261,8 @@ async fn touch_keeps_a_slow_message_alive() {
     let slow = recv(&consumer).await;
     // Three times the 1 s message timeout, touching every 200 ms.
     for _ in 0..15 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
         slow.touch().await.expect("TOUCH");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     slow.finish().await.expect("FIN");
     let stats = channel_stats(&s, "touch", None, "c").await;
