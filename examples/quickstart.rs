@@ -4,7 +4,6 @@
 
 use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
-use msgstream_facade::msgstream::stream::Produce;
 use msgstream_facade::{Config, Factory};
 
 fn insert(row: i64, ts: u64) -> TsMsg {

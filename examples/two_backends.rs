@@ -6,7 +6,6 @@
 
 use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{MsgPack, TsMsg};
-use msgstream_facade::msgstream::stream::Produce;
 use msgstream_facade::{Config, Factory};
 
 /// Application code: knows nothing of the backend.

@@ -11,3 +11,4 @@ for example in quickstart timetick seek_after_restart two_backends; do
 done
 cargo test --workspace --doc
 cargo test --workspace --lib --bins --tests
+scripts/nsq-thirdparty.sh

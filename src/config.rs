@@ -1,7 +1,7 @@
 //! Configuration: one TOML file plus environment overrides (DESIGN.md §5).
 //!
 //! ```toml
-//! backend = "rocksmq"            # rocksmq | memory
+//! backend = "rocksmq"            # rocksmq | rocketmq | nsq | memory
 //!
 //! [stream]
 //! buffer = 1024                  # queue capacity per channel, in messages (1 ..= 1048576)
@@ -13,6 +13,25 @@
 //! retention_size_mb = 8192
 //! page_size_mb = 64
 //! sync = "buffered"              # buffered | sync_data | sync_all
+//! ignore_groups_idle_minutes = 0 # retention ignores groups idle this long (0: never)
+//!
+//! [rocketmq]
+//! name_servers = ["127.0.0.1:9876"]
+//! namespace = ""
+//! group_prefix = ""
+//! send_timeout_ms = 3000
+//! poll_batch = 32
+//! persist_interval_ms = 1000
+//!
+//! [nsq]
+//! nsqd = ["127.0.0.1:4150"]
+//! nsqd_http = []                 # HTTP address of each nsqd: seek, list, delete, latest
+//! lookupd = []
+//! max_in_flight = 256
+//! max_attempts = 0
+//! requeue_delay_ms = 1000
+//! extensions = "none"            # none (upstream nsqd) | partitions (offsets, seek)
+//! partition = 0
 //! ```
 //!
 //! **Environment overrides**: `MSGSTREAM_BACKEND=memory` sets `backend`;
@@ -30,7 +49,9 @@ use serde::Deserialize;
 
 use crate::{Error, Result};
 
+mod brokers;
 mod env;
+pub use brokers::{NsqExtensions, NsqSection, RocketmqSection};
 use env::{environment, setting_path};
 
 /// Which backend the factory wires.
@@ -40,6 +61,10 @@ pub enum BackendKind {
     /// The embedded RocksDB queue (the zero-setup default).
     #[default]
     Rocksmq,
+    /// A RocketMQ cluster.
+    Rocketmq,
+    /// NSQ-protocol servers.
+    Nsq,
     /// The in-memory backend (process lifetime only; tests and trials).
     Memory,
 }
@@ -49,6 +74,8 @@ impl BackendKind {
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Rocksmq => "rocksmq",
+            BackendKind::Rocketmq => "rocketmq",
+            BackendKind::Nsq => "nsq",
             BackendKind::Memory => "memory",
         }
     }
@@ -57,10 +84,14 @@ impl BackendKind {
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "rocksmq" => Ok(BackendKind::Rocksmq),
+            "rocketmq" => Ok(BackendKind::Rocketmq),
+            "nsq" => Ok(BackendKind::Nsq),
             "memory" => Ok(BackendKind::Memory),
             other => Err(Error::Config {
                 origin: "--backend".into(),
-                message: format!("unknown backend {other:?}; known: rocksmq, memory"),
+                message: format!(
+                    "unknown backend {other:?}; known: rocksmq, rocketmq, nsq, memory"
+                ),
             }),
         }
     }
@@ -112,6 +143,9 @@ pub struct RocksmqSection {
     pub page_size_mb: u64,
     /// Durability of acknowledged writes.
     pub sync: SyncMode,
+    /// Retention ignores consumer groups idle (no ack or seek) for this long, so an abandoned
+    /// group does not pin data forever; 0 never ignores a group.
+    pub ignore_groups_idle_minutes: u64,
 }
 
 impl Default for RocksmqSection {
@@ -122,6 +156,7 @@ impl Default for RocksmqSection {
             retention_size_mb: 8192,
             page_size_mb: 64,
             sync: SyncMode::Buffered,
+            ignore_groups_idle_minutes: 0,
         }
     }
 }
@@ -139,6 +174,12 @@ pub struct Config {
     /// Settings of the rocksmq backend.
     #[serde(default)]
     pub rocksmq: RocksmqSection,
+    /// Settings of the rocketmq backend.
+    #[serde(default)]
+    pub rocketmq: RocketmqSection,
+    /// Settings of the nsq backend.
+    #[serde(default)]
+    pub nsq: NsqSection,
 }
 
 /// The file looked for when none is named.

@@ -72,6 +72,8 @@ async fn open_client(config: &Config) -> Result<Arc<dyn Client>> {
     match config.backend {
         BackendKind::Memory => Ok(Arc::new(msgstream::mem::MemoryClient::new())),
         BackendKind::Rocksmq => open_rocksmq(config).await,
+        BackendKind::Rocketmq => open_rocketmq(config).await,
+        BackendKind::Nsq => open_nsq(config).await,
     }
 }
 
@@ -86,6 +88,8 @@ async fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
     options.retention = Duration::from_secs(section.retention_minutes.saturating_mul(60));
     options.retention_size_bytes = section.retention_size_mb.saturating_mul(1 << 20);
     options.page_size_bytes = section.page_size_mb.max(1).saturating_mul(1 << 20);
+    options.ignore_groups_idle_for = (section.ignore_groups_idle_minutes > 0)
+        .then(|| Duration::from_secs(section.ignore_groups_idle_minutes.saturating_mul(60)));
     options.sync = match section.sync {
         SyncMode::Buffered => Durability::Buffered,
         SyncMode::SyncData => Durability::SyncData,
@@ -97,4 +101,50 @@ async fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
 #[cfg(not(feature = "rocksmq"))]
 async fn open_rocksmq(_config: &Config) -> Result<Arc<dyn Client>> {
     Err(crate::Error::BackendNotCompiled("rocksmq"))
+}
+
+#[cfg(feature = "rocketmq")]
+async fn open_rocketmq(config: &Config) -> Result<Arc<dyn Client>> {
+    let section = &config.rocketmq;
+    let options = msgstream_rocketmq::RocketMqConfig {
+        name_servers: section.name_servers.clone(),
+        namespace: section.namespace.clone(),
+        group_prefix: section.group_prefix.clone(),
+        send_timeout_ms: section.send_timeout_ms,
+        poll_batch: section.poll_batch,
+        persist_interval_ms: section.persist_interval_ms,
+    };
+    Ok(Arc::new(
+        msgstream_rocketmq::RocketMqClient::connect(options).await?,
+    ))
+}
+
+#[cfg(not(feature = "rocketmq"))]
+async fn open_rocketmq(_config: &Config) -> Result<Arc<dyn Client>> {
+    Err(crate::Error::BackendNotCompiled("rocketmq"))
+}
+
+#[cfg(feature = "nsq")]
+async fn open_nsq(config: &Config) -> Result<Arc<dyn Client>> {
+    use crate::config::NsqExtensions;
+    let section = &config.nsq;
+    let options = msgstream_nsq::NsqConfig {
+        nsqd: section.nsqd.clone(),
+        nsqd_http: section.nsqd_http.clone(),
+        lookupd: section.lookupd.clone(),
+        max_in_flight: section.max_in_flight,
+        max_attempts: section.max_attempts,
+        requeue_delay_ms: section.requeue_delay_ms,
+        extensions: match section.extensions {
+            NsqExtensions::None => msgstream_nsq::Extensions::None,
+            NsqExtensions::Partitions => msgstream_nsq::Extensions::Partitions,
+        },
+        partition: section.partition,
+    };
+    Ok(Arc::new(msgstream_nsq::NsqClient::connect(options).await?))
+}
+
+#[cfg(not(feature = "nsq"))]
+async fn open_nsq(_config: &Config) -> Result<Arc<dyn Client>> {
+    Err(crate::Error::BackendNotCompiled("nsq"))
 }

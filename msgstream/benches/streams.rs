@@ -16,7 +16,7 @@ use std::time::Instant;
 use msgstream::mem::MemoryClient;
 use msgstream::mq::{Client, InitialPosition};
 use msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
-use msgstream::stream::{MsgStream, Produce, StreamOptions};
+use msgstream::stream::{MsgStream, StreamOptions};
 use msgstream::tt::TtMsgStream;
 
 const TICK_EVERY: u64 = 64;

@@ -8,7 +8,7 @@ const ENV_PREFIX: &str = "MSGSTREAM_";
 
 /// Sections of the file, as written in `MSGSTREAM_<SECTION>__<KEY>`; one per section field of
 /// `Config`, so a section added there is added here.
-const SECTIONS: [&str; 2] = ["stream", "rocksmq"];
+const SECTIONS: [&str; 4] = ["stream", "rocksmq", "rocketmq", "nsq"];
 
 /// `MSGSTREAM_*` variables that are not settings: the config file's name, and variables read by
 /// the benchmarks and the test harnesses of other backends. They are neither read nor warned about.

@@ -1,4 +1,5 @@
-//! The contract checks of `msgstream::testkit`, once per backend.
+//! The contract checks of `msgstream::testkit`, once per backend (and per NSQ server mode). This
+//! is the one place they run.
 
 mod memory {
     msgstream::contract_tests!(crate::harness::memory);
@@ -7,4 +8,47 @@ mod memory {
 #[cfg(feature = "rocksmq")]
 mod rocksmq {
     msgstream::contract_tests!(crate::harness::rocksmq);
+}
+
+#[cfg(feature = "rocketmq")]
+mod rocketmq {
+    msgstream::contract_tests!(crate::harness::rocketmq);
+}
+
+/// Every check but `seek_outside_the_channel`: it wants `PastEnd` for an offset beyond a
+/// partition's end, and nsqd reports no partition end offset to check against (a seek there
+/// waits for that offset instead).
+#[cfg(feature = "nsq")]
+mod nsq_partitions {
+    msgstream::contract_tests!(@each crate::harness::nsq_partitions;
+        produce_consume_in_order, ack_and_redelivery, earliest_and_latest,
+        seek_inclusive_and_exclusive, readers, latest_message_id, bad_inputs,
+        plain_stream_two_channels, marks_and_broadcast, plain_seek_to_stored_position,
+        plain_latest_subscription, stream_bad_inputs, trace_context_round_trip,
+        tt_issue_sequence_and_replays, tt_different_tick_timestamps, tt_three_channels_aligned,
+        tt_replay_determinism, tt_reports_garbage, exclusive_subscriptions,
+        delete_subscription_and_topic, repeated_channel_names, plain_commit_semantics,
+        tt_commit_semantics, tt_caps_a_channel_without_ticks, stream_ends_when_a_decoder_panics,
+        stream_interface_extras,
+    );
+}
+
+/// Every check but three that need a *new* subscription to see messages published before it
+/// existed: upstream nsqd gives a new channel only what is published after it exists (the
+/// first channel of a topic excepted), so `earliest_and_latest`,
+/// `delete_subscription_and_topic` and `stream_ends_when_a_decoder_panics` cannot hold there;
+/// `backends/nsq/tests/adapter.rs` pins down what happens instead. Seek, readers and latest id
+/// are asserted `Unsupported` by the checks.
+#[cfg(feature = "nsq")]
+mod nsq_upstream {
+    msgstream::contract_tests!(@each crate::harness::nsq_upstream;
+        produce_consume_in_order, ack_and_redelivery, seek_inclusive_and_exclusive, readers,
+        latest_message_id, bad_inputs, plain_stream_two_channels, marks_and_broadcast,
+        plain_seek_to_stored_position, plain_latest_subscription, stream_bad_inputs,
+        trace_context_round_trip, tt_issue_sequence_and_replays, tt_different_tick_timestamps,
+        tt_three_channels_aligned, tt_replay_determinism, tt_reports_garbage,
+        exclusive_subscriptions, seek_outside_the_channel, repeated_channel_names,
+        plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
+        stream_interface_extras,
+    );
 }

@@ -18,8 +18,8 @@ use msgstream::testkit::{insert, row_id};
 use msgstream_facade::{Config, Factory};
 
 const CHILD_ENV: &str = "MSGSTREAM_RESTART_CHILD";
+const CHANNELS_ENV: &str = "MSGSTREAM_RESTART_CHANNELS";
 const SEED_ENV: &str = "MSGSTREAM_RESTART_SEED";
-const CHANNELS: [&str; 2] = ["restart-a", "restart-b"];
 const PACKS: u64 = 30;
 const ROUNDS: usize = 3;
 
@@ -36,10 +36,10 @@ fn expected() -> Vec<(u64, Vec<i64>)> {
         .collect()
 }
 
-async fn produce(config: &Config) {
+async fn produce(config: &Config, channels: &[&str]) {
     let factory = Factory::new(config).await.expect("factory");
     let mut out = factory.tt_msg_stream();
-    out.as_producer(&CHANNELS).await.expect("producer");
+    out.as_producer(channels).await.expect("producer");
     for (end, rows) in expected() {
         let mut msgs: Vec<TsMsg> = rows
             .iter()
@@ -67,10 +67,12 @@ async fn restart_child() {
         return;
     };
     let config = Config::load(Some(path.as_ref())).expect("child config");
+    let names = std::env::var(CHANNELS_ENV).expect("channel names");
+    let channels: Vec<&str> = names.split(',').collect();
     let factory = Factory::new(&config).await.expect("child factory");
     let mut stream = factory.tt_msg_stream();
     stream
-        .as_consumer(&CHANNELS, "restart", InitialPosition::Earliest)
+        .as_consumer(&channels, "restart", InitialPosition::Earliest)
         .await
         .expect("as_consumer");
     let stdout = std::io::stdout();
@@ -97,7 +99,11 @@ fn random(state: &mut u64) -> u64 {
 
 /// Runs the child on `config_file`; kills it once it printed `kill_after` packs (if given).
 /// Returns the packs it printed completely.
-fn run_child(config_file: &std::path::Path, kill_after: Option<usize>) -> Vec<(u64, Vec<i64>)> {
+fn run_child(
+    config_file: &std::path::Path,
+    channels: &[&str],
+    kill_after: Option<usize>,
+) -> Vec<(u64, Vec<i64>)> {
     let exe = std::env::current_exe().expect("test binary");
     let mut child = Command::new(exe)
         .args([
@@ -107,6 +113,7 @@ fn run_child(config_file: &std::path::Path, kill_after: Option<usize>) -> Vec<(u
             "--test-threads=1",
         ])
         .env(CHILD_ENV, config_file)
+        .env(CHANNELS_ENV, channels.join(","))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -142,8 +149,15 @@ fn run_child(config_file: &std::path::Path, kill_after: Option<usize>) -> Vec<(u
 }
 
 /// The property, on one backend whose state outlives a process (given by its config file).
-async fn restart_from_subscription(config: Config, config_file: &std::path::Path) {
-    produce(&config).await;
+async fn restart_from_subscription(config_text: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_file = dir.path().join("msgstream.toml");
+    std::fs::write(&config_file, config_text).expect("config file");
+    let config = Config::load(Some(&config_file)).expect("config");
+    let tag = msgstream::testkit::unique("restart");
+    let names = [format!("{tag}-a"), format!("{tag}-b")];
+    let channels = [names[0].as_str(), names[1].as_str()];
+    produce(&config, &channels).await;
     let expected = expected();
     let mut seed = std::env::var(SEED_ENV)
         .ok()
@@ -159,7 +173,7 @@ async fn restart_from_subscription(config: Config, config_file: &std::path::Path
     let mut seen: Vec<(u64, Vec<i64>)> = Vec::new();
     for round in 0..=ROUNDS {
         let kill_after = (round < ROUNDS).then(|| 1 + (random(&mut seed) % 6) as usize);
-        let packs = run_child(config_file, kill_after);
+        let packs = run_child(&config_file, &channels, kill_after);
         assert!(
             !packs.is_empty(),
             "round {round}: the child printed no pack"
@@ -195,16 +209,39 @@ async fn rocksmq_restart_from_subscription_after_sigkill() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("db");
-    let file = dir.path().join("msgstream.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "backend = \"rocksmq\"\n[rocksmq]\npath = {:?}\n",
-            db.display().to_string()
-        ),
-    )
-    .expect("config file");
-    let config = Config::load(Some(&file)).expect("config");
-    restart_from_subscription(config, &file).await;
+    let db = dir.path().join("db").display().to_string();
+    restart_from_subscription(&format!(
+        "backend = \"rocksmq\"\n[rocksmq]\npath = {db:?}\n"
+    ))
+    .await;
+}
+
+#[cfg(feature = "rocketmq")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rocketmq_restart_from_subscription_after_sigkill() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let namesrv = msgstream_rocketmq::testserver::shared().namesrv.clone();
+    restart_from_subscription(&format!(
+        "backend = \"rocketmq\"\n[rocketmq]\nname_servers = [{namesrv:?}]\npersist_interval_ms = 200\n"
+    ))
+    .await;
+}
+
+#[cfg(feature = "nsq")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nsq_restart_from_subscription_after_sigkill() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let server = crate::harness::nsq_server(true).await;
+    let (tcp, http) = (
+        server.tcp_addr().to_string(),
+        server.http_addr().to_string(),
+    );
+    restart_from_subscription(&format!(
+        "backend = \"nsq\"\n[nsq]\nnsqd = [{tcp:?}]\nnsqd_http = [{http:?}]\nextensions = \"partitions\"\nmax_in_flight = 64\n"
+    ))
+    .await;
 }

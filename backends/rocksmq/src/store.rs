@@ -209,7 +209,9 @@ fn check_looks_like_a_database(path: &Path) -> Result<()> {
         )));
     }
     if !path.join(&manifest).is_file() {
-        return Err(refuse(format!("the manifest {manifest} named by CURRENT is missing")));
+        return Err(refuse(format!(
+            "the manifest {manifest} named by CURRENT is missing"
+        )));
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ pub(crate) mod signal;
 pub(crate) use commit::CommitLog;
 pub use options::{StreamOptions, MAX_BUFFER};
 pub use plain::MsgStream;
-pub use producers::{ChannelIds, Produce, Producers};
+pub use producers::{ChannelIds, Producers};
 pub(crate) use readers::Readers;
 pub use repack::{default_repack, RepackFn};
 

@@ -6,7 +6,7 @@ use futures::Stream;
 use tokio::sync::mpsc;
 
 use super::options::StreamOptions;
-use super::producers::{Produce, Producers};
+use super::producers::{producing_methods, Producers};
 use super::pump::{Event, Pumps};
 use super::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
@@ -38,7 +38,7 @@ impl ConsumerSide {
 }
 
 /// A message stream over one backend (Milvus's `MsgStream`): produce with repacking, broadcast
-/// and marks (through [`Produce`]), consumption as packs of one message, seek, readers.
+/// and marks (`produce`, `broadcast`, `produce_mark`, …), consumption as packs of one message, seek, readers.
 ///
 /// Per-channel order is the backend's; messages of different channels interleave as they come.
 /// Each delivered pack carries the message's position as both start and end position; storing
@@ -305,15 +305,7 @@ impl MsgStream {
     }
 }
 
-impl Produce for MsgStream {
-    fn producers(&self) -> &Producers {
-        &self.producers
-    }
-
-    fn producers_mut(&mut self) -> &mut Producers {
-        &mut self.producers
-    }
-}
+producing_methods!(MsgStream);
 
 /// A plain-stream pack: one message, its position as start and end.
 fn single_pack(msg: TsMsg) -> MsgPack {

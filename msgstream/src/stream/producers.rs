@@ -15,7 +15,7 @@ use crate::{trace, Error, Result};
 pub type ChannelIds = HashMap<String, Vec<MessageId>>;
 
 /// The producer side of a stream: producers on N channels plus the repack function that routes
-/// between them. Opaque; used through [`Produce`].
+/// between them. Opaque; used through the streams' producing methods.
 pub struct Producers {
     client: Arc<dyn Client>,
     retry: RetryPolicy,
@@ -101,6 +101,16 @@ impl Producers {
     }
 
     /// Writes every message of the pack to every channel.
+    pub(crate) async fn produce_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
+        require_messages(pack, "produce_mark")?;
+        self.produce(pack).await
+    }
+
+    pub(crate) async fn broadcast_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
+        require_messages(pack, "broadcast_mark")?;
+        self.broadcast(pack).await
+    }
+
     pub(crate) async fn broadcast(&self, pack: &MsgPack) -> Result<ChannelIds> {
         let cx = opentelemetry::Context::current();
         self.check_producers()?;
@@ -163,64 +173,68 @@ fn require_messages(pack: &MsgPack, what: &str) -> Result<()> {
     }
 }
 
-/// Producing on a stream (Milvus's producer half of `MsgStream`), the same for
-/// [`super::MsgStream`] and [`crate::tt::TtMsgStream`]: bring it into scope with
-/// `use msgstream::stream::Produce`.
+/// The producer half of Milvus's `MsgStream`, as inherent methods of a stream type holding a
+/// `producers: Producers` field: the same methods on [`super::MsgStream`] and
+/// [`crate::tt::TtMsgStream`], with nothing for the caller to import and `Send` futures.
 ///
 /// Every produced message carries the caller's OpenTelemetry context in its `traceparent`
 /// property. A produce call returns once the backend acknowledged every message of it; on an
 /// error, messages of channels written before the failing one stay written.
-#[allow(async_fn_in_trait)]
-pub trait Produce {
-    /// The stream's producer side.
-    fn producers(&self) -> &Producers;
+macro_rules! producing_methods {
+    ($stream:ty) => {
+        impl $stream {
+            /// Adds producers on `channels` (creation retries transient failures); a channel
+            /// named twice, or one this stream produces to already, is `InvalidArgument`.
+            pub async fn as_producer(&mut self, channels: &[&str]) -> $crate::Result<()> {
+                self.producers.add(channels).await
+            }
 
-    /// The stream's producer side, mutably.
-    fn producers_mut(&mut self) -> &mut Producers;
+            /// Producer channels, in order; routing indexes into this list.
+            pub fn producer_channels(&self) -> &[String] {
+                self.producers.channels()
+            }
 
-    /// Adds producers on `channels` (creation retries transient failures).
-    async fn as_producer(&mut self, channels: &[&str]) -> Result<()> {
-        self.producers_mut().add(channels).await
-    }
+            /// Allows or refuses producing (Milvus's `ForceEnableProduce`): while disabled,
+            /// every produce and broadcast is `Error::ProduceDisabled` and writes nothing.
+            pub fn enable_produce(&mut self, enabled: bool) {
+                self.producers.set_enabled(enabled);
+            }
 
-    /// Producer channels, in order; routing indexes into this list.
-    fn producer_channels(&self) -> &[String] {
-        self.producers().channels()
-    }
+            /// Replaces the default repack rules.
+            pub fn set_repack_func(&mut self, repack: $crate::stream::RepackFn) {
+                self.producers.set_repack(repack);
+            }
 
-    /// Allows or refuses producing (Milvus's `ForceEnableProduce`): while disabled, every
-    /// produce and broadcast is `Error::ProduceDisabled` and writes nothing.
-    fn enable_produce(&mut self, enabled: bool) {
-        self.producers_mut().set_enabled(enabled);
-    }
+            /// Routes each message by its hash keys (Insert and Delete split per row) and
+            /// writes each channel's share as one batch. An empty pack writes nothing.
+            pub async fn produce(&self, pack: &$crate::msg::MsgPack) -> $crate::Result<()> {
+                self.producers.produce(pack).await.map(drop)
+            }
 
-    /// Replaces the default repack rules.
-    fn set_repack_func(&mut self, repack: RepackFn) {
-        self.producers_mut().set_repack(repack);
-    }
+            /// Like `produce`, returning the ids written per channel; an empty pack is an
+            /// error.
+            pub async fn produce_mark(
+                &self,
+                pack: &$crate::msg::MsgPack,
+            ) -> $crate::Result<$crate::stream::ChannelIds> {
+                self.producers.produce_mark(pack).await
+            }
 
-    /// Routes each message by its hash keys (Insert and Delete split per row) and writes each
-    /// channel's share as one batch. An empty pack writes nothing.
-    async fn produce(&self, pack: &MsgPack) -> Result<()> {
-        self.producers().produce(pack).await.map(drop)
-    }
+            /// Writes every message to every producer channel (how timeticks are usually
+            /// sent).
+            pub async fn broadcast(&self, pack: &$crate::msg::MsgPack) -> $crate::Result<()> {
+                self.producers.broadcast(pack).await.map(drop)
+            }
 
-    /// Like [`Produce::produce`], returning the ids written per channel; an empty pack is an
-    /// error.
-    async fn produce_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
-        require_messages(pack, "produce_mark")?;
-        self.producers().produce(pack).await
-    }
-
-    /// Writes every message to every producer channel (how timeticks are usually sent).
-    async fn broadcast(&self, pack: &MsgPack) -> Result<()> {
-        self.producers().broadcast(pack).await.map(drop)
-    }
-
-    /// Like [`Produce::broadcast`], returning the ids written per channel; an empty pack is an
-    /// error.
-    async fn broadcast_mark(&self, pack: &MsgPack) -> Result<ChannelIds> {
-        require_messages(pack, "broadcast_mark")?;
-        self.producers().broadcast(pack).await
-    }
+            /// Like `broadcast`, returning the ids written per channel; an empty pack is an
+            /// error.
+            pub async fn broadcast_mark(
+                &self,
+                pack: &$crate::msg::MsgPack,
+            ) -> $crate::Result<$crate::stream::ChannelIds> {
+                self.producers.broadcast_mark(pack).await
+            }
+        }
+    };
 }
+pub(crate) use producing_methods;

@@ -8,7 +8,7 @@ use crate::mq::{
     Client, ConsumerOptions, InitialPosition, MessageId, ProducerMessage, ReaderOptions,
 };
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
-use crate::stream::{MsgStream, Produce, StreamOptions};
+use crate::stream::{MsgStream, StreamOptions};
 use crate::tt::TtMsgStream;
 use crate::Error;
 

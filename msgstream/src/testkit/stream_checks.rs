@@ -9,7 +9,6 @@ use crate::mq::{Client, InitialPosition, ProducerMessage};
 use prost::Message as _;
 
 use crate::msg::{MsgBase, MsgBody, MsgPack, MsgPosition, TimeTickMsg, TsMsg};
-use crate::stream::Produce;
 use crate::stream::{MsgStream, StreamOptions};
 use crate::Error;
 

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use super::{insert, row_id, unique, within};
 use crate::mq::{Client, InitialPosition, ProducerMessage};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
-use crate::stream::Produce;
 use crate::stream::StreamOptions;
 use crate::tt::TtMsgStream;
 use crate::Error;

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::aligner::{TimetickAligner, WatermarkHolder};
 use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition};
-use crate::stream::producers::{Produce, Producers};
+use crate::stream::producers::{producing_methods, Producers};
 use crate::stream::pump::{Delivered, Event, Pumps};
 use crate::stream::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
@@ -92,7 +92,7 @@ impl TtSide {
     }
 }
 
-/// A timetick-aligned stream (Milvus's `MqTtMsgStream`), producing through [`Produce`] like
+/// A timetick-aligned stream (Milvus's `MqTtMsgStream`), producing with the same methods as
 /// [`crate::stream::MsgStream`].
 ///
 /// Consumption yields one [`MsgPack`] each time the watermark (minimum over channels of the last
@@ -474,12 +474,4 @@ fn order_positions(side: &TtSide, positions: &[MsgPosition]) -> Result<Vec<MsgPo
         .collect()
 }
 
-impl Produce for TtMsgStream {
-    fn producers(&self) -> &Producers {
-        &self.producers
-    }
-
-    fn producers_mut(&mut self) -> &mut Producers {
-        &mut self.producers
-    }
-}
+producing_methods!(TtMsgStream);

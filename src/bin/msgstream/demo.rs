@@ -17,7 +17,6 @@ use clap::Args;
 use msgstream_facade::msgstream::msg::{
     DeleteRequest, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
 };
-use msgstream_facade::msgstream::stream::Produce;
 use msgstream_facade::msgstream::Error as StreamError;
 use msgstream_facade::{Factory, Result};
 

@@ -38,6 +38,10 @@ struct Cli {
 enum Backend {
     /// The embedded RocksDB queue.
     Rocksmq,
+    /// A RocketMQ cluster (`[rocketmq]` in the config).
+    Rocketmq,
+    /// NSQ-protocol servers (`[nsq]` in the config).
+    Nsq,
     /// In-process, gone when the command ends.
     Memory,
 }
@@ -46,6 +50,8 @@ impl From<Backend> for BackendKind {
     fn from(backend: Backend) -> Self {
         match backend {
             Backend::Rocksmq => BackendKind::Rocksmq,
+            Backend::Rocketmq => BackendKind::Rocketmq,
+            Backend::Nsq => BackendKind::Nsq,
             Backend::Memory => BackendKind::Memory,
         }
     }

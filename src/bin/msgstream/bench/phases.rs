@@ -8,7 +8,7 @@ use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{
     Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
 };
-use msgstream_facade::msgstream::stream::{MsgStream, Produce};
+use msgstream_facade::msgstream::stream::MsgStream;
 use msgstream_facade::msgstream::Error as StreamError;
 use msgstream_facade::{Factory, Result};
 

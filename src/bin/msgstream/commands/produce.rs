@@ -6,7 +6,6 @@ use clap::Args;
 use msgstream_facade::msgstream::msg::{
     Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
 };
-use msgstream_facade::msgstream::stream::Produce;
 use msgstream_facade::{Error, Factory, Result};
 
 use crate::out;

@@ -1,0 +1,366 @@
+//! `NsqClient`: the `msgstream::mq::Client` of the NSQ backend.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use msgstream::mq::{
+    validate_channel_name, Capabilities, Client, Consumer, ConsumerOptions, InitialPosition,
+    MessageId, Ordering as Order, Producer, Reader, ReaderOptions, SubscriptionInfo,
+};
+use msgstream::{Error, Result};
+
+use super::admin::Admin;
+use super::consumer::NsqConsumer;
+use super::producer::NsqProducer;
+use super::reader::NsqReader;
+use super::{map_err, Position, BACKEND};
+use crate::codec::{validate_name, ConsumeOffset};
+use crate::config::{Extensions, NsqConfig};
+use crate::conn::{Conn, ConnConfig};
+use crate::consumer::{ConsumerConfig, SubscribeMode};
+use crate::producer::{Producer as NsqPublisher, ProducerConfig};
+
+/// What the client and everything it created share.
+pub(crate) struct Shared {
+    pub config: NsqConfig,
+    pub producer: NsqPublisher,
+    pub admin: Admin,
+    /// Live consumers by (topic, subscription): subscriptions are exclusive per client.
+    live: Mutex<HashSet<(String, String)>>,
+    /// Topics known to exist in the configured partition (extensions on).
+    created: Mutex<HashSet<String>>,
+    closed: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed("nsq client"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The partition every channel lives in, when the server has partitions.
+    pub(crate) fn partition(&self) -> Option<u32> {
+        (self.config.extensions == Extensions::Partitions).then_some(self.config.partition)
+    }
+
+    /// Frees a subscription slot (consumer closed or dropped).
+    pub(crate) fn release(&self, topic: &str, subscription: &str) {
+        lock(&self.live).remove(&(topic.to_string(), subscription.to_string()));
+    }
+
+    /// Creates the topic in the configured partition once per client (the fork does not
+    /// create topics on first use).
+    async fn ensure_topic(&self, topic: &str) -> Result<()> {
+        let Some(partition) = self.partition() else {
+            return Ok(());
+        };
+        if lock(&self.created).contains(topic) {
+            return Ok(());
+        }
+        self.producer
+            .create_topic(topic, partition)
+            .await
+            .map_err(map_err)?;
+        lock(&self.created).insert(topic.to_string());
+        Ok(())
+    }
+
+    /// The consumer settings for one subscription, starting at `offset` when given.
+    pub(crate) fn consumer_config(
+        &self,
+        topic: &str,
+        channel: &str,
+        offset: Option<ConsumeOffset>,
+    ) -> ConsumerConfig {
+        let c = &self.config;
+        let mut config = ConsumerConfig::new(topic, channel);
+        config.nsqd = if c.lookupd.is_empty() {
+            c.nsqd.clone()
+        } else {
+            Vec::new()
+        };
+        config.nsqd_http = c.nsqd_http.clone();
+        config.lookupd = c.lookupd.clone();
+        config.partition = self.partition();
+        config.mode = if self.partition().is_some() {
+            SubscribeMode::Advanced
+        } else {
+            SubscribeMode::Plain
+        };
+        config.offset = offset;
+        config.max_in_flight = c.max_in_flight.max(1);
+        config.max_attempts = c.max_attempts;
+        config.default_requeue_delay = std::time::Duration::from_millis(c.requeue_delay_ms);
+        config
+    }
+}
+
+fn validate(kind: &str, name: &str) -> Result<()> {
+    validate_channel_name(kind, name)?;
+    if !validate_name(name) {
+        return Err(Error::InvalidArgument(format!(
+            "{kind} name {name:?} is longer than nsqd's 64 characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The NSQ backend's client.
+#[derive(Clone)]
+pub struct NsqClient {
+    shared: Arc<Shared>,
+}
+
+impl NsqClient {
+    /// Checks the configuration and that at least one nsqd answers the handshake.
+    pub async fn connect(config: NsqConfig) -> Result<NsqClient> {
+        if config.nsqd.is_empty() {
+            return Err(Error::InvalidArgument(
+                "[nsq] nsqd: at least one address is needed".into(),
+            ));
+        }
+        if !config.nsqd_http.is_empty() && config.nsqd_http.len() != config.nsqd.len() {
+            return Err(Error::InvalidArgument(
+                "[nsq] nsqd_http: one HTTP address per nsqd address, in the same order".into(),
+            ));
+        }
+        let conn = ConnConfig::default();
+        let mut reached = None;
+        let mut last = None;
+        for addr in &config.nsqd {
+            match Conn::connect(addr, &conn, None, false, |_| {}).await {
+                Ok(c) => {
+                    c.close().await;
+                    reached = Some(());
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        if reached.is_none() {
+            return Err(last.map_or_else(|| Error::transient(BACKEND, "no nsqd"), map_err));
+        }
+        let producer = NsqPublisher::new(ProducerConfig {
+            nsqd: config.nsqd.clone(),
+            conn,
+            ..ProducerConfig::default()
+        })
+        .map_err(map_err)?;
+        let admin = Admin {
+            http: config.nsqd_http.clone(),
+            partition: (config.extensions == Extensions::Partitions).then_some(config.partition),
+        };
+        Ok(NsqClient {
+            shared: Arc::new(Shared {
+                config,
+                producer,
+                admin,
+                live: Mutex::default(),
+                created: Mutex::default(),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Where a subscription starts: its own position if the channel exists, else the
+    /// initial position (as an offset with extensions, by emptying a new channel without).
+    async fn start(&self, options: &ConsumerOptions) -> Result<Option<ConsumeOffset>> {
+        let admin = &self.shared.admin;
+        if !admin.available() {
+            return match options.initial_position {
+                InitialPosition::Earliest => Ok(None),
+                InitialPosition::Latest => Err(Error::Unsupported {
+                    backend: BACKEND,
+                    what: "starting a subscription at Latest without nsqd_http",
+                }),
+            };
+        }
+        let channels = admin.channels(&options.topic).await?.unwrap_or_default();
+        if channels.iter().any(|c| c.name == options.subscription) {
+            return Ok(None);
+        }
+        match (self.shared.partition(), options.initial_position) {
+            (Some(_), InitialPosition::Earliest) => Ok(Some(ConsumeOffset::VirtualQueue(0))),
+            (Some(_), InitialPosition::Latest) => Ok(Some(ConsumeOffset::Latest)),
+            (None, InitialPosition::Earliest) => Ok(None),
+            (None, InitialPosition::Latest) => {
+                admin
+                    .create_empty_channel(&options.topic, &options.subscription)
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Client for NsqClient {
+    fn backend_name(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn create_producer(&self, topic: &str) -> Result<Box<dyn Producer>> {
+        self.shared.check_open()?;
+        validate("channel", topic)?;
+        self.shared.ensure_topic(topic).await?;
+        Ok(Box::new(NsqProducer {
+            shared: self.shared.clone(),
+            topic: topic.to_string(),
+            closed: AtomicBool::new(false),
+        }))
+    }
+
+    async fn subscribe(&self, options: ConsumerOptions) -> Result<Box<dyn Consumer>> {
+        self.shared.check_open()?;
+        validate("channel", &options.topic)?;
+        validate("subscription", &options.subscription)?;
+        let key = (options.topic.clone(), options.subscription.clone());
+        if !lock(&self.shared.live).insert(key) {
+            return Err(Error::SubscriptionBusy {
+                topic: options.topic,
+                subscription: options.subscription,
+            });
+        }
+        let consumer = async {
+            self.shared.ensure_topic(&options.topic).await?;
+            let offset = self.start(&options).await?;
+            NsqConsumer::start(self.shared.clone(), &options, offset).await
+        }
+        .await;
+        match consumer {
+            Ok(consumer) => Ok(Box::new(consumer)),
+            Err(e) => {
+                self.shared.release(&options.topic, &options.subscription);
+                Err(e)
+            }
+        }
+    }
+
+    async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>> {
+        self.shared.check_open()?;
+        validate("channel", &options.topic)?;
+        if !self.capabilities().readers {
+            return Err(Error::Unsupported {
+                backend: BACKEND,
+                what: "readers (need extensions = partitions, nsqd_http and no lookupd)",
+            });
+        }
+        self.shared.ensure_topic(&options.topic).await?;
+        let reader = NsqReader::open(
+            self.shared.clone(),
+            &options.topic,
+            &options.start,
+            options.inclusive,
+        )
+        .await?;
+        Ok(Box::new(reader))
+    }
+
+    fn earliest_message_id(&self) -> MessageId {
+        match self.shared.partition() {
+            Some(_) => Position {
+                partition: 0,
+                offset: 0,
+                raw_size: 0,
+            }
+            .id(),
+            None => MessageId::from_u64(0),
+        }
+    }
+
+    fn message_id_from_bytes(&self, bytes: &[u8]) -> Result<MessageId> {
+        let id = MessageId::from_backend_bytes(bytes);
+        match self.shared.partition() {
+            Some(_) => Position::parse(&id).map(|_| id),
+            None if bytes.len() == 8 => Ok(id),
+            None => Err(Error::Decode(format!(
+                "an nsq message id is 8 bytes without extensions, got {}",
+                bytes.len()
+            ))),
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let admin = self.shared.admin.available();
+        let partitions = self.shared.partition().is_some();
+        let mut caps = Capabilities::ALL;
+        caps.seek = partitions && admin;
+        caps.readers = partitions && admin && self.shared.config.lookupd.is_empty();
+        caps.latest_id = false;
+        caps.durable_subscriptions = true;
+        caps.delete_subscriptions = admin;
+        caps.delete_topics = admin;
+        caps.ordering = if partitions {
+            Order::Strict
+        } else {
+            Order::BestEffort
+        };
+        caps
+    }
+
+    async fn list_topics(&self) -> Result<Vec<String>> {
+        self.shared.check_open()?;
+        self.shared.admin.list_topics().await
+    }
+
+    async fn list_subscriptions(&self, topic: &str) -> Result<Vec<SubscriptionInfo>> {
+        self.shared.check_open()?;
+        let channels =
+            self.shared
+                .admin
+                .channels(topic)
+                .await?
+                .ok_or_else(|| Error::UnknownChannel {
+                    channel: topic.to_string(),
+                })?;
+        Ok(channels
+            .into_iter()
+            .map(|c| SubscriptionInfo {
+                name: c.name,
+                lag: Some(c.backlog),
+            })
+            .collect())
+    }
+
+    async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {
+        self.shared.check_open()?;
+        if lock(&self.shared.live).contains(&(topic.to_string(), subscription.to_string())) {
+            return Err(Error::SubscriptionBusy {
+                topic: topic.to_string(),
+                subscription: subscription.to_string(),
+            });
+        }
+        self.shared.admin.delete_channel(topic, subscription).await
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<()> {
+        self.shared.check_open()?;
+        let busy = lock(&self.shared.live)
+            .iter()
+            .find(|(t, _)| t == topic)
+            .cloned();
+        if let Some((topic, subscription)) = busy {
+            return Err(Error::SubscriptionBusy {
+                topic,
+                subscription,
+            });
+        }
+        self.shared.admin.delete_topic(topic).await?;
+        lock(&self.shared.created).remove(topic);
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.producer.close().await;
+    }
+}

@@ -1,0 +1,363 @@
+//! `NsqConsumer`: one subscription (NSQ channel) of one topic.
+//!
+//! Delivered messages stay in flight on the server until acked (FIN); a background task
+//! TOUCHes them so a slow application never sees a timeout redelivery out of order. Closing
+//! (or dropping) requeues every unacked message in id order with no delay, so a re-subscribe
+//! sees them first and in order: at-least-once. With extensions acks are cumulative.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
+use msgstream::{Error, Result};
+
+use super::client::Shared;
+use super::{decode, map_err, Position, BACKEND};
+use crate::codec::ConsumeOffset;
+use crate::consumer::Consumer as NsqPush;
+use crate::message::Message as NsqMessage;
+
+/// Touch interval: well inside nsqd's default 60 s message timeout.
+const TOUCH_EVERY: Duration = Duration::from_secs(15);
+
+type Pending = BTreeMap<MessageId, Arc<NsqMessage>>;
+
+/// Acking state shared by the consumer, its ackers and its touch task.
+struct Acks {
+    pending: Mutex<Pending>,
+    epoch: AtomicU64,
+    closed: AtomicBool,
+    cumulative: bool,
+}
+
+fn lock(m: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Acks {
+    async fn ack(&self, message: &Message) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("nsq consumer"));
+        }
+        if message.delivery.epoch != self.epoch.load(Ordering::Acquire) {
+            return Err(Error::StaleDelivery(format!(
+                "message {:?} was delivered before a seek",
+                message.id
+            )));
+        }
+        let done: Vec<Arc<NsqMessage>> = {
+            let mut pending = lock(&self.pending);
+            if self.cumulative {
+                let later = pending.split_off(&message.id);
+                let mut upto = std::mem::replace(&mut *pending, later);
+                if let Some(m) = pending.remove(&message.id) {
+                    upto.insert(message.id.clone(), m);
+                }
+                upto.into_values().collect()
+            } else {
+                pending.remove(&message.id).into_iter().collect()
+            }
+        };
+        for nsq in done {
+            nsq.finish().await.map_err(|_| {
+                Error::StaleDelivery(format!(
+                    "message {:?} came over a connection that has since dropped; it will be delivered again",
+                    message.id
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Requeues everything unacked, lowest id first, with no delay and no backoff.
+    async fn requeue_all(&self) {
+        let pending = std::mem::take(&mut *lock(&self.pending));
+        for nsq in pending.into_values() {
+            if let Err(e) = nsq.requeue_without_backoff(Some(Duration::ZERO)).await {
+                tracing::debug!("requeue of an unacked message: {e}");
+            }
+        }
+    }
+
+    async fn touch_all(&self) {
+        let pending: Vec<Arc<NsqMessage>> = lock(&self.pending).values().cloned().collect();
+        for nsq in pending {
+            let _ = nsq.touch().await;
+        }
+    }
+}
+
+async fn shut(acks: &Acks, inner: Option<Arc<NsqPush>>) {
+    if let Some(inner) = &inner {
+        inner.stop_intake().await;
+    }
+    acks.requeue_all().await;
+    if let Some(inner) = inner {
+        inner.stop().await;
+    }
+}
+
+struct SharedAcker(Arc<Acks>);
+
+#[async_trait]
+impl Acker for SharedAcker {
+    async fn ack(&self, message: &Message) -> Result<()> {
+        self.0.ack(message).await
+    }
+}
+
+/// A consumer of one subscription.
+pub(crate) struct NsqConsumer {
+    shared: Arc<Shared>,
+    topic: String,
+    subscription: String,
+    topic_arc: Arc<str>,
+    inner: Option<Arc<NsqPush>>,
+    acks: Arc<Acks>,
+    toucher: tokio::task::JoinHandle<()>,
+    /// A message `recv_batch` could not decode, reported by the next `recv`.
+    undecodable: Option<NsqMessage>,
+}
+
+impl NsqConsumer {
+    pub(crate) async fn start(
+        shared: Arc<Shared>,
+        options: &ConsumerOptions,
+        offset: Option<ConsumeOffset>,
+    ) -> Result<NsqConsumer> {
+        let config = shared.consumer_config(&options.topic, &options.subscription, offset);
+        let inner = NsqPush::connect(config).await.map_err(map_err)?;
+        let acks = Arc::new(Acks {
+            pending: Mutex::default(),
+            epoch: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            cumulative: shared.partition().is_some(),
+        });
+        let toucher = {
+            let acks = acks.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(TOUCH_EVERY);
+                loop {
+                    tick.tick().await;
+                    acks.touch_all().await;
+                }
+            })
+        };
+        Ok(NsqConsumer {
+            shared,
+            topic: options.topic.clone(),
+            subscription: options.subscription.clone(),
+            topic_arc: Arc::from(options.topic.as_str()),
+            inner: Some(Arc::new(inner)),
+            acks,
+            toucher,
+            undecodable: None,
+        })
+    }
+
+    fn to_message(&self, nsq: &NsqMessage) -> Result<Message> {
+        let (stamped, payload, properties) = decode(nsq.body())?;
+        let id = match (self.shared.partition(), nsq.position()) {
+            (Some(partition), Some((offset, raw_size))) => Position {
+                partition,
+                offset,
+                raw_size,
+            }
+            .id(),
+            (Some(_), None) => {
+                return Err(Error::backend(
+                    BACKEND,
+                    "a delivery without an offset on a SUB_ADVANCED channel",
+                ))
+            }
+            (None, _) => MessageId::from_u64(stamped),
+        };
+        Ok(Message {
+            topic: self.topic_arc.clone(),
+            id,
+            payload,
+            properties,
+            delivery: Delivery {
+                epoch: self.acks.epoch.load(Ordering::Acquire),
+            },
+        })
+    }
+
+    /// Waits until nsqd has let go of the stopped consumer's connections: it reads a
+    /// connection's commands in order, so by then every REQ sent at the stop is processed and
+    /// the offset set next cannot be overtaken by one of them.
+    async fn settled(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let counts = self
+                .shared
+                .admin
+                .channel_counts(&self.topic, &self.subscription)
+                .await?;
+            if counts.is_none_or(|(_, _, clients)| clients == 0) {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(Error::transient(
+                    BACKEND,
+                    format!(
+                        "nsqd still lists a client of {}/{} after the seek's stop",
+                        self.topic, self.subscription
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Stops the server's deliveries, requeues the unacked in id order (so they come back
+    /// first and in order), then stops the push consumer gracefully.
+    async fn shut(&mut self) {
+        let inner = self.inner.take();
+        shut(&self.acks, inner).await;
+    }
+}
+
+#[async_trait]
+impl Consumer for NsqConsumer {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn subscription(&self) -> &str {
+        &self.subscription
+    }
+
+    async fn recv(&mut self) -> Result<Option<Message>> {
+        if self.acks.closed.load(Ordering::Acquire) || self.shared.check_open().is_err() {
+            return Ok(None);
+        }
+        let Some(inner) = self.inner.clone() else {
+            return Ok(None);
+        };
+        let next = match self.undecodable.take() {
+            Some(nsq) => Some(nsq),
+            None => inner.recv().await,
+        };
+        let Some(nsq) = next else {
+            return Ok(None);
+        };
+        let message = match self.to_message(&nsq) {
+            Ok(message) => message,
+            Err(e) => {
+                // A body that cannot be decoded never will be: FIN it so it is not redelivered
+                // forever, and report it.
+                let _ = nsq.finish().await;
+                return Err(e);
+            }
+        };
+        // A redelivery of a message still pending (its connection dropped) replaces the old
+        // copy, which can no longer be answered.
+        lock(&self.acks.pending).insert(message.id.clone(), Arc::new(nsq));
+        Ok(Some(message))
+    }
+
+    async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
+        let Some(first) = self.recv().await? else {
+            return Ok(Vec::new());
+        };
+        let mut batch = vec![first];
+        while batch.len() < max {
+            let Some(inner) = self.inner.clone() else {
+                break;
+            };
+            let Some(nsq) = inner.try_recv().await else {
+                break;
+            };
+            let Ok(message) = self.to_message(&nsq) else {
+                // Reported by the next `recv`, in its place in the order.
+                self.undecodable = Some(nsq);
+                break;
+            };
+            lock(&self.acks.pending).insert(message.id.clone(), Arc::new(nsq));
+            batch.push(message);
+        }
+        Ok(batch)
+    }
+
+    async fn ack(&self, message: &Message) -> Result<()> {
+        self.acks.ack(message).await
+    }
+
+    fn acker(&self) -> Arc<dyn Acker> {
+        Arc::new(SharedAcker(self.acks.clone()))
+    }
+
+    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
+        self.shared.check_open()?;
+        if self.acks.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("nsq consumer"));
+        }
+        let Some(partition) = self
+            .shared
+            .partition()
+            .filter(|_| self.shared.admin.available())
+        else {
+            return Err(Error::Unsupported {
+                backend: BACKEND,
+                what: "seek (needs extensions = partitions and nsqd_http)",
+            });
+        };
+        let position = Position::parse(id)?;
+        if position.partition != partition && position.offset > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "id {id:?} is of partition {}, this channel lives in {partition}",
+                position.partition
+            )));
+        }
+        let offset = if inclusive {
+            position.offset
+        } else {
+            position.offset + u64::from(position.raw_size)
+        };
+        self.shut().await;
+        self.settled().await?;
+        self.acks.epoch.fetch_add(1, Ordering::AcqRel);
+        let config = self.shared.consumer_config(
+            &self.topic,
+            &self.subscription,
+            Some(ConsumeOffset::VirtualQueue(offset)),
+        );
+        let inner = NsqPush::connect(config).await.map_err(map_err)?;
+        self.inner = Some(Arc::new(inner));
+        Ok(())
+    }
+
+    async fn latest_message_id(&self) -> Result<Option<MessageId>> {
+        Err(Error::Unsupported {
+            backend: BACKEND,
+            what: "latest message id (nsqd does not report a partition's last offset)",
+        })
+    }
+
+    async fn close(&mut self) {
+        if self.acks.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.toucher.abort();
+        self.shut().await;
+        self.shared.release(&self.topic, &self.subscription);
+    }
+}
+
+impl Drop for NsqConsumer {
+    fn drop(&mut self) {
+        if self.acks.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.toucher.abort();
+        self.shared.release(&self.topic, &self.subscription);
+        let (acks, inner) = (self.acks.clone(), self.inner.take());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { shut(&acks, inner).await });
+        }
+    }
+}

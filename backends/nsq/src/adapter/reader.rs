@@ -1,0 +1,176 @@
+//! `NsqReader` (extensions only): a non-durable cursor as an ephemeral NSQ channel started at
+//! an offset, which nsqd deletes when the reader disconnects. Each read message is FINed at
+//! once; a seek opens a new ephemeral channel, so nothing of the old one can leak into it.
+//!
+//! `has_next` asks nsqd's `/stats` for the channel's depth: a message is available if one is
+//! buffered here or the channel still holds one. While messages are in flight between server
+//! and reader (delivered but not yet here, or FINed but not yet processed) the answer waits for
+//! that exchange to settle, never for new messages.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use msgstream::mq::{Delivery, Message, MessageId, Reader};
+use msgstream::{Error, Result};
+
+use super::client::Shared;
+use super::{decode, map_err, Position, BACKEND};
+use crate::codec::ConsumeOffset;
+use crate::consumer::Consumer as NsqPush;
+use crate::message::Message as NsqMessage;
+
+/// Longest wait for in-flight traffic to settle in `has_next`.
+const SETTLE: Duration = Duration::from_secs(5);
+
+pub(crate) struct NsqReader {
+    shared: Arc<Shared>,
+    topic: String,
+    topic_arc: Arc<str>,
+    channel: String,
+    partition: u32,
+    inner: Option<NsqPush>,
+    peeked: Option<NsqMessage>,
+}
+
+/// A channel name no other reader of this process uses.
+fn channel_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "reader-{}-{}#ephemeral",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl NsqReader {
+    pub(crate) async fn open(
+        shared: Arc<Shared>,
+        topic: &str,
+        start: &MessageId,
+        inclusive: bool,
+    ) -> Result<NsqReader> {
+        let partition = shared.partition().unwrap_or(0);
+        let mut reader = NsqReader {
+            shared,
+            topic: topic.to_string(),
+            topic_arc: Arc::from(topic),
+            channel: String::new(),
+            partition,
+            inner: None,
+            peeked: None,
+        };
+        reader.start_at(start, inclusive).await?;
+        Ok(reader)
+    }
+
+    async fn start_at(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
+        let position = Position::parse(id)?;
+        if position.partition != self.partition && position.offset > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "id {id:?} is of partition {}, this channel lives in {}",
+                position.partition, self.partition
+            )));
+        }
+        let offset = if inclusive {
+            position.offset
+        } else {
+            position.offset + u64::from(position.raw_size)
+        };
+        self.stop().await;
+        self.channel = channel_name();
+        let config = self.shared.consumer_config(
+            &self.topic,
+            &self.channel,
+            Some(ConsumeOffset::VirtualQueue(offset)),
+        );
+        self.inner = Some(NsqPush::connect(config).await.map_err(map_err)?);
+        Ok(())
+    }
+
+    async fn stop(&mut self) {
+        self.peeked = None;
+        if let Some(inner) = self.inner.take() {
+            inner.stop().await;
+        }
+    }
+
+    fn inner(&self) -> Result<&NsqPush> {
+        self.shared.check_open()?;
+        self.inner.as_ref().ok_or(Error::Closed("nsq reader"))
+    }
+}
+
+#[async_trait]
+impl Reader for NsqReader {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    async fn next(&mut self) -> Result<Message> {
+        let nsq = match self.peeked.take() {
+            Some(nsq) => nsq,
+            None => self
+                .inner()?
+                .recv()
+                .await
+                .ok_or(Error::Closed("nsq reader"))?,
+        };
+        if let Err(e) = nsq.finish().await {
+            tracing::debug!("reader FIN: {e}");
+        }
+        let (_, payload, properties) = decode(nsq.body())?;
+        let (offset, raw_size) = nsq.position().ok_or_else(|| {
+            Error::backend(
+                BACKEND,
+                "a delivery without an offset on a SUB_ADVANCED channel",
+            )
+        })?;
+        Ok(Message {
+            topic: self.topic_arc.clone(),
+            id: Position {
+                partition: self.partition,
+                offset,
+                raw_size,
+            }
+            .id(),
+            payload,
+            properties,
+            delivery: Delivery::default(),
+        })
+    }
+
+    async fn has_next(&mut self) -> Result<bool> {
+        if self.peeked.is_some() {
+            return Ok(true);
+        }
+        let settle_by = Instant::now() + SETTLE;
+        loop {
+            if let Some(nsq) = self.inner()?.try_recv().await {
+                self.peeked = Some(nsq);
+                return Ok(true);
+            }
+            let counts = self
+                .shared
+                .admin
+                .channel_counts(&self.topic, &self.channel)
+                .await?;
+            match counts {
+                Some((depth, _, _)) if depth > 0 => return Ok(true),
+                Some((0, 0, _)) => return Ok(false),
+                _ if Instant::now() >= settle_by => return Ok(false),
+                _ => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    }
+
+    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
+        self.inner()?;
+        self.start_at(id, inclusive).await
+    }
+
+    async fn close(&mut self) {
+        self.stop().await;
+    }
+}

@@ -1,0 +1,78 @@
+//! `[nsq]` configuration of the msgstream backend.
+
+use serde::Deserialize;
+
+/// Which server flavour the backend talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Extensions {
+    /// Upstream nsqd: no offsets, so no seek, readers or latest id; best-effort order.
+    #[default]
+    None,
+    /// Youzan nsqd: topics live in partitions, deliveries carry offsets, so ids are
+    /// `(partition, offset)` and seek re-subscribes from an offset.
+    Partitions,
+}
+
+/// Settings of [`crate::NsqClient`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NsqConfig {
+    /// nsqd TCP addresses (`host:port`), used for publishing and, without lookupd, consuming.
+    pub nsqd: Vec<String>,
+    /// The HTTP address of each nsqd, in the same order. Needed for seek (setting a channel's
+    /// offset), listing and deleting topics and subscriptions, and for starting a new
+    /// subscription at `Latest`; without it those are `Unsupported`.
+    pub nsqd_http: Vec<String>,
+    /// nsqlookupd HTTP addresses; when set, consumers discover nsqds through them.
+    pub lookupd: Vec<String>,
+    /// Most unacknowledged messages a consumer holds (capped by the server's
+    /// `max_rdy_count`). A timetick-aligned stream acks only once a tick completes a pack, so
+    /// each channel's ticks must come within this many messages.
+    pub max_in_flight: u32,
+    /// Deliveries after which a message is given up (FINed and logged); 0 never gives up.
+    pub max_attempts: u16,
+    /// Delay of the automatic requeue, per attempt, in milliseconds.
+    pub requeue_delay_ms: u64,
+    /// Server flavour.
+    pub extensions: Extensions,
+    /// The partition every channel lives in (`extensions = "partitions"`).
+    pub partition: u32,
+}
+
+impl Default for NsqConfig {
+    fn default() -> Self {
+        NsqConfig {
+            nsqd: vec!["127.0.0.1:4150".into()],
+            nsqd_http: Vec::new(),
+            lookupd: Vec::new(),
+            max_in_flight: 256,
+            max_attempts: 0,
+            requeue_delay_ms: 1000,
+            extensions: Extensions::None,
+            partition: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_nsq_section_and_names_unknown_keys() {
+        let config: NsqConfig = serde_json::from_str(
+            r#"{"nsqd":["a:1"],"extensions":"partitions","partition":2,"max_in_flight":9}"#,
+        )
+        .expect("config");
+        assert_eq!(config.extensions, Extensions::Partitions);
+        assert_eq!((config.partition, config.max_in_flight), (2, 9));
+        assert_eq!(
+            config.requeue_delay_ms,
+            NsqConfig::default().requeue_delay_ms
+        );
+        let unknown =
+            serde_json::from_str::<NsqConfig>(r#"{"nsqds":[]}"#).expect_err("unknown key");
+        assert!(unknown.to_string().contains("nsqds"), "{unknown}");
+    }
+}

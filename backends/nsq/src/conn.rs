@@ -1,0 +1,455 @@
+//! One negotiated connection to an nsqd: magic, IDENTIFY (feature negotiation), AUTH, then a
+//! reader task that answers heartbeats with NOP and hands every other frame to a sink.
+//!
+//! Guarantees: every read and write has a deadline (a silent server is an error, not a hang);
+//! the server's `max_rdy_count`, `max_msg_timeout` and `auth_required` are honoured; frames are
+//! bounded by `max_frame_size`; the sink hears `Closed` exactly once, last.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::{Bytes, BytesMut};
+use serde::Deserialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::codec::{decode_frame, Command, Frame, RawMessage, ServerError, HEARTBEAT, MAGIC_V2};
+use crate::error::{Error, Result};
+
+/// Connection settings shared by producers and consumers.
+#[derive(Debug, Clone)]
+pub struct ConnConfig {
+    /// `client_id` sent in IDENTIFY.
+    pub client_id: String,
+    /// `user_agent` sent in IDENTIFY.
+    pub user_agent: String,
+    /// Heartbeat interval asked for; the server disconnects after two silent intervals.
+    pub heartbeat_interval: Duration,
+    /// Message timeout asked for (`None`: the server's default); capped at the server's max.
+    pub msg_timeout: Option<Duration>,
+    /// TCP connect deadline.
+    pub dial_timeout: Duration,
+    /// Longest wait for any frame; must exceed the heartbeat interval.
+    pub read_timeout: Duration,
+    /// Longest wait for a write.
+    pub write_timeout: Duration,
+    /// Secret for AUTH, sent when the server says `auth_required`.
+    pub auth_secret: Option<String>,
+    /// Largest frame accepted (nsqd's max_msg_size plus headers by default).
+    pub max_frame_size: usize,
+}
+
+impl Default for ConnConfig {
+    fn default() -> Self {
+        ConnConfig {
+            client_id: "msgstream".into(),
+            user_agent: concat!("msgstream-nsq/", env!("CARGO_PKG_VERSION")).into(),
+            heartbeat_interval: Duration::from_secs(30),
+            msg_timeout: None,
+            dial_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(1),
+            auth_secret: None,
+            max_frame_size: 1024 * 1024 + 1024,
+        }
+    }
+}
+
+/// What the server granted in its IDENTIFY reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Negotiated {
+    /// Highest RDY this connection may send.
+    pub max_rdy_count: u32,
+    /// Message timeout in effect.
+    pub msg_timeout: Duration,
+    /// Highest message timeout the server allows.
+    pub max_msg_timeout: Duration,
+    /// Whether AUTH was required (and done).
+    pub auth_required: bool,
+    /// Server version string.
+    pub version: String,
+}
+
+#[derive(Deserialize)]
+struct IdentifyReply {
+    #[serde(default = "default_max_rdy")]
+    max_rdy_count: u32,
+    #[serde(default)]
+    msg_timeout: u64,
+    #[serde(default)]
+    max_msg_timeout: u64,
+    #[serde(default)]
+    auth_required: bool,
+    #[serde(default)]
+    version: String,
+}
+
+fn default_max_rdy() -> u32 {
+    2500
+}
+
+/// A frame, as the reader task hands it on.
+#[derive(Debug)]
+pub enum Event {
+    /// A response other than a heartbeat.
+    Response(bytes::Bytes),
+    /// An error frame; fatal ones are followed by `Closed`.
+    Error(ServerError),
+    /// A message.
+    Message(RawMessage),
+    /// The connection ended; `None` when the socket closed cleanly (either side).
+    Closed(Option<Error>),
+}
+
+/// What the write task is asked to do.
+enum Out {
+    Data(Bytes),
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// The writing half, shared by whoever sends commands on the connection.
+///
+/// Commands are queued to one write task that coalesces whatever is queued into a single
+/// write (so a burst of FINs or pipelined PUBs costs one syscall), in queue order, each write
+/// bounded by the write timeout. A failed or timed-out write closes the connection; queuing on
+/// a closed connection is [`Error::Closed`].
+#[derive(Debug)]
+pub struct Writer {
+    addr: String,
+    queue: mpsc::UnboundedSender<Out>,
+    closed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Out::Data(b) => write!(f, "Data({} bytes)", b.len()),
+            Out::Shutdown(_) => write!(f, "Shutdown"),
+        }
+    }
+}
+
+impl Writer {
+    fn spawn(addr: &str, half: OwnedWriteHalf, timeout: Duration) -> Arc<Writer> {
+        let (queue, rx) = mpsc::unbounded_channel();
+        let closed = Arc::new(AtomicBool::new(false));
+        tokio::spawn(write_loop(
+            addr.to_string(),
+            half,
+            rx,
+            timeout,
+            closed.clone(),
+        ));
+        Arc::new(Writer {
+            addr: addr.to_string(),
+            queue,
+            closed,
+        })
+    }
+
+    /// Queues one command.
+    pub async fn send(&self, command: Command<'_>) -> Result<()> {
+        let mut buf = BytesMut::new();
+        command.encode(&mut buf);
+        self.queue(buf.freeze())
+    }
+
+    /// Queues already-encoded commands.
+    pub async fn send_raw(&self, bytes: &[u8]) -> Result<()> {
+        self.queue(Bytes::copy_from_slice(bytes))
+    }
+
+    /// Queues bytes without awaiting anything.
+    pub(crate) fn queue(&self, bytes: Bytes) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("connection"));
+        }
+        self.queue
+            .send(Out::Data(bytes))
+            .map_err(|_| Error::Closed("connection"))
+    }
+
+    /// Writes what is queued, then shuts the socket's write side; the server then closes and
+    /// the reader ends.
+    pub async fn shutdown(&self) {
+        self.closed.store(true, Ordering::Release);
+        let (done, flushed) = oneshot::channel();
+        if self.queue.send(Out::Shutdown(done)).is_ok() {
+            let _ = flushed.await;
+        }
+    }
+
+    /// The nsqd address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+}
+
+async fn write_loop(
+    addr: String,
+    mut half: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    timeout: Duration,
+    closed: Arc<AtomicBool>,
+) {
+    let mut batch = BytesMut::new();
+    while let Some(first) = rx.recv().await {
+        let mut shutdown = None;
+        let mut next = Some(first);
+        while let Some(out) = next.take() {
+            match out {
+                Out::Data(bytes) => batch.extend_from_slice(&bytes),
+                Out::Shutdown(done) => {
+                    shutdown = Some(done);
+                    break;
+                }
+            }
+            next = rx.try_recv().ok();
+        }
+        if !batch.is_empty() {
+            let written = tokio::time::timeout(timeout, half.write_all(&batch)).await;
+            batch.clear();
+            if !matches!(written, Ok(Ok(()))) {
+                tracing::debug!(addr, "write failed or timed out; closing the connection");
+                closed.store(true, Ordering::Release);
+                let _ = half.shutdown().await;
+                return;
+            }
+        }
+        if let Some(done) = shutdown {
+            closed.store(true, Ordering::Release);
+            let _ = half.shutdown().await;
+            let _ = done.send(());
+            return;
+        }
+    }
+    let _ = half.shutdown().await;
+}
+
+/// A connected, identified connection; the reader task runs until the socket ends.
+#[derive(Debug)]
+pub struct Conn {
+    /// Commands go here.
+    pub writer: Arc<Writer>,
+    /// What the server granted.
+    pub negotiated: Negotiated,
+    reader: JoinHandle<()>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+fn io(addr: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        addr: addr.to_string(),
+        source,
+    }
+}
+
+/// Reads until one whole frame is buffered.
+async fn read_frame(
+    addr: &str,
+    read: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    config: &ConnConfig,
+) -> Result<Frame> {
+    loop {
+        match decode_frame(buf, config.max_frame_size) {
+            Ok(Some(frame)) => return Ok(frame),
+            Ok(None) => {}
+            Err(source) => {
+                return Err(Error::Codec {
+                    addr: addr.to_string(),
+                    source,
+                })
+            }
+        }
+        buf.reserve(16 * 1024);
+        let n = tokio::time::timeout(config.read_timeout, read.read_buf(buf))
+            .await
+            .map_err(|_| Error::Timeout {
+                addr: addr.to_string(),
+                what: "read",
+                after: config.read_timeout,
+            })?
+            .map_err(io(addr))?;
+        if n == 0 {
+            return Err(Error::Io {
+                addr: addr.to_string(),
+                source: std::io::ErrorKind::UnexpectedEof.into(),
+            });
+        }
+    }
+}
+
+/// Reads the reply to a handshake command: a response, or the server's error.
+async fn read_reply(
+    addr: &str,
+    read: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    config: &ConnConfig,
+) -> Result<bytes::Bytes> {
+    loop {
+        match read_frame(addr, read, buf, config).await? {
+            Frame::Response(data) if data.as_ref() == HEARTBEAT => continue,
+            Frame::Response(data) => return Ok(data),
+            Frame::Error(error) => {
+                return Err(Error::Server {
+                    addr: addr.to_string(),
+                    error,
+                })
+            }
+            Frame::Message(_) => {
+                return Err(Error::Protocol {
+                    addr: addr.to_string(),
+                    what: "a message before SUB".into(),
+                })
+            }
+        }
+    }
+}
+
+impl Conn {
+    /// Dials `addr`, negotiates, authenticates, sends `subscribe` (a SUB variant) and waits
+    /// for its `OK`, then starts the reader task feeding `sink`. `positions` says whether
+    /// deliveries carry offset and raw size (SUB_ADVANCED, SUB_ORDERED).
+    pub async fn connect(
+        addr: &str,
+        config: &ConnConfig,
+        subscribe: Option<Command<'_>>,
+        positions: bool,
+        sink: impl FnMut(Event) + Send + 'static,
+    ) -> Result<Conn> {
+        let stream = tokio::time::timeout(config.dial_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| Error::Timeout {
+                addr: addr.to_string(),
+                what: "connect",
+                after: config.dial_timeout,
+            })?
+            .map_err(io(addr))?;
+        let _ = stream.set_nodelay(true);
+        let (mut read, write) = stream.into_split();
+        let writer = Writer::spawn(addr, write, config.write_timeout);
+        let identify = serde_json::json!({
+            "client_id": config.client_id,
+            "hostname": "localhost",
+            "user_agent": config.user_agent,
+            "feature_negotiation": true,
+            "heartbeat_interval": config.heartbeat_interval.as_millis() as u64,
+            "msg_timeout": config.msg_timeout.map_or(0, |t| t.as_millis() as u64),
+        })
+        .to_string();
+        let mut buf = BytesMut::from(&MAGIC_V2[..]);
+        Command::Identify(identify.as_bytes()).encode(&mut buf);
+        writer.send_raw(&buf).await?;
+        let mut buf = BytesMut::new();
+        let reply = read_reply(addr, &mut read, &mut buf, config).await?;
+        let negotiated = parse_identify(addr, &reply)?;
+        if negotiated.auth_required {
+            let secret = config
+                .auth_secret
+                .as_ref()
+                .ok_or_else(|| Error::Unsupported {
+                    addr: addr.to_string(),
+                    what: "the server requires AUTH and no secret is configured".into(),
+                })?;
+            writer.send(Command::Auth(secret.as_bytes())).await?;
+            read_reply(addr, &mut read, &mut buf, config).await?;
+        }
+        if let Some(command) = subscribe {
+            writer.send(command).await?;
+            read_reply(addr, &mut read, &mut buf, config).await?;
+        }
+        let reader = tokio::spawn(read_loop(
+            addr.to_string(),
+            read,
+            buf,
+            config.clone(),
+            positions,
+            writer.clone(),
+            sink,
+        ));
+        Ok(Conn {
+            writer,
+            negotiated,
+            reader,
+        })
+    }
+
+    /// Shuts the write side; the server closes the socket and the sink hears `Closed`.
+    pub async fn close(&self) {
+        self.writer.shutdown().await;
+    }
+}
+
+fn parse_identify(addr: &str, reply: &[u8]) -> Result<Negotiated> {
+    if reply == b"OK" {
+        return Ok(Negotiated {
+            max_rdy_count: default_max_rdy(),
+            msg_timeout: Duration::from_secs(60),
+            max_msg_timeout: Duration::from_secs(15 * 60),
+            auth_required: false,
+            version: String::new(),
+        });
+    }
+    let parsed: IdentifyReply = serde_json::from_slice(reply).map_err(|e| Error::Protocol {
+        addr: addr.to_string(),
+        what: format!("IDENTIFY reply: {e}"),
+    })?;
+    Ok(Negotiated {
+        max_rdy_count: parsed.max_rdy_count,
+        msg_timeout: Duration::from_millis(parsed.msg_timeout),
+        max_msg_timeout: Duration::from_millis(parsed.max_msg_timeout),
+        auth_required: parsed.auth_required,
+        version: parsed.version,
+    })
+}
+
+async fn read_loop(
+    addr: String,
+    mut read: OwnedReadHalf,
+    mut buf: BytesMut,
+    config: ConnConfig,
+    positions: bool,
+    writer: Arc<Writer>,
+    mut sink: impl FnMut(Event),
+) {
+    let end = loop {
+        let frame = match read_frame(&addr, &mut read, &mut buf, &config).await {
+            Ok(frame) => frame,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                break None
+            }
+            Err(e) => break Some(e),
+        };
+        match frame {
+            Frame::Response(data) if data.as_ref() == HEARTBEAT => {
+                if let Err(e) = writer.send(Command::Nop).await {
+                    break Some(e);
+                }
+            }
+            Frame::Response(data) => sink(Event::Response(data)),
+            Frame::Error(error) => sink(Event::Error(error)),
+            Frame::Message(data) => match RawMessage::parse(data, positions) {
+                Ok(message) => sink(Event::Message(message)),
+                Err(source) => {
+                    break Some(Error::Codec {
+                        addr: addr.clone(),
+                        source,
+                    })
+                }
+            },
+        }
+    };
+    writer.shutdown().await;
+    sink(Event::Closed(end));
+}

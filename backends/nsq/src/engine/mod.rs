@@ -1,0 +1,442 @@
+//! The consumer's one task: it owns every connection's RDY and in-flight count, the backoff
+//! state and discovery, and reacts to events (frames, answers, timers, lookups) one at a time,
+//! so the RDY invariant (sum ≤ `max_in_flight`) is kept without locks.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::backoff::Backoff;
+use crate::codec;
+use crate::conn::{Conn, Event};
+use crate::consumer::{ConsumerConfig, Counters};
+use crate::error::Result;
+use crate::lookup::Endpoint;
+use crate::message::{Answered, Message, Origin};
+
+mod dial;
+mod discovery;
+mod flow;
+
+use dial::Dial;
+
+/// Requests from the [`crate::Consumer`] handle.
+pub(crate) enum Command {
+    SetMaxInFlight(u32),
+    /// Start the graceful stop; the sender hears once CLS was written to every connection.
+    Stop(Option<oneshot::Sender<()>>),
+}
+
+pub(super) enum Ev {
+    Command(Command),
+    Frame(Origin, u64, Event),
+    Connected(Origin, u64, Result<Conn>),
+    Answered(Answered),
+    Lookup(Result<Vec<Endpoint>>),
+    Poll,
+    BackoffTimer,
+    Redistribute,
+    Reconnect(Origin),
+    StopTimeout,
+}
+
+struct Link {
+    conn: Conn,
+    generation: u64,
+    rdy: u32,
+    in_flight: u32,
+    last_active: Instant,
+    closing: bool,
+}
+
+pub(crate) struct Engine {
+    config: Arc<ConsumerConfig>,
+    tx: mpsc::UnboundedSender<Ev>,
+    out: mpsc::UnboundedSender<Message>,
+    answered: mpsc::UnboundedSender<Answered>,
+    counters: Arc<Counters>,
+    stopped: watch::Sender<bool>,
+    links: BTreeMap<Origin, Link>,
+    connecting: BTreeSet<Origin>,
+    /// Generations whose connection closed before `Connected` was handled.
+    closed_early: HashSet<u64>,
+    /// HTTP address of each known nsqd endpoint (for setting offsets).
+    http: BTreeMap<Origin, String>,
+    /// Partitions whose start offset was already applied.
+    offsets_applied: BTreeSet<Option<u32>>,
+    generation: u64,
+    backoff: Backoff,
+    max_in_flight: u32,
+    rotate: usize,
+    stopping: bool,
+    ever_connected: BTreeSet<Origin>,
+}
+
+fn spawn_after(tx: &mpsc::UnboundedSender<Ev>, delay: Duration, ev: Ev) {
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let _ = tx.send(ev);
+    });
+}
+
+/// A pseudo-random number from the clock, for jitter and random picks.
+fn entropy() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64 ^ d.as_secs())
+        .unwrap_or(7)
+}
+
+impl Engine {
+    /// Starts the task; the oneshot answers once the directly configured nsqds were tried.
+    pub(crate) fn start(
+        config: ConsumerConfig,
+        out: mpsc::UnboundedSender<Message>,
+        counters: Arc<Counters>,
+        stopped: watch::Sender<bool>,
+    ) -> (
+        mpsc::UnboundedSender<Command>,
+        oneshot::Receiver<Result<()>>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Command>();
+        let (answered, mut answered_rx) = mpsc::unbounded_channel::<Answered>();
+        {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    let ev = tokio::select! {
+                        Some(c) = cmd_rx.recv() => Ev::Command(c),
+                        Some(a) = answered_rx.recv() => Ev::Answered(a),
+                        else => return,
+                    };
+                    if tx.send(ev).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let engine = Engine {
+            backoff: Backoff::new(config.backoff, entropy()),
+            max_in_flight: config.max_in_flight,
+            config: Arc::new(config),
+            tx,
+            out,
+            answered,
+            counters,
+            stopped,
+            links: BTreeMap::new(),
+            connecting: BTreeSet::new(),
+            closed_early: HashSet::new(),
+            http: BTreeMap::new(),
+            offsets_applied: BTreeSet::new(),
+            generation: 0,
+            rotate: 0,
+            stopping: false,
+            ever_connected: BTreeSet::new(),
+        };
+        tokio::spawn(engine.run(rx, ready_tx));
+        (cmd_tx, ready_rx)
+    }
+
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Ev>,
+        ready: oneshot::Sender<Result<()>>,
+    ) {
+        if let Err(e) = self.connect_static().await {
+            let _ = ready.send(Err(e));
+            let _ = self.stopped.send(true);
+            return;
+        }
+        let _ = ready.send(Ok(()));
+        if !self.config.lookupd.is_empty() {
+            let _ = self.tx.send(Ev::Poll);
+            let interval = self.config.lookupd_poll_interval;
+            let jitter = interval
+                .mul_f64(self.config.lookupd_poll_jitter * (entropy() % 1000) as f64 / 1000.0);
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(jitter).await;
+                let mut tick = tokio::time::interval(interval);
+                loop {
+                    tick.tick().await;
+                    if tx.send(Ev::Poll).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        {
+            let tx = self.tx.clone();
+            let every = self.config.rdy_redistribute_interval;
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tick.tick().await;
+                    if tx.send(Ev::Redistribute).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        while let Some(ev) = rx.recv().await {
+            self.handle(ev).await;
+            if self.stopping && self.links.is_empty() && self.connecting.is_empty() {
+                break;
+            }
+        }
+        self.counters.connections.store(0, Ordering::Relaxed);
+        let _ = self.stopped.send(true);
+    }
+
+    /// Connects to the configured nsqds in parallel; the first refusal that is not transient
+    /// fails the consumer.
+    async fn connect_static(&mut self) -> Result<()> {
+        let origins: Vec<Origin> = self
+            .config
+            .nsqd
+            .iter()
+            .map(|addr| Origin {
+                addr: Arc::from(addr.as_str()),
+                partition: self.config.partition,
+            })
+            .collect();
+        for (origin, http) in origins.iter().zip(&self.config.nsqd_http) {
+            self.http.insert(origin.clone(), http.clone());
+        }
+        let mut first_error = None;
+        let mut any = false;
+        for origin in origins {
+            let generation = self.next_generation();
+            match self.plan(&origin).dial(&origin, generation).await {
+                Ok(conn) => {
+                    any = true;
+                    self.connected(origin, generation, conn).await;
+                }
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(addr = %origin.addr, "nsqd unreachable, retrying: {e}");
+                    spawn_after(
+                        &self.tx,
+                        self.config.reconnect_interval,
+                        Ev::Reconnect(origin),
+                    );
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match first_error {
+            Some(e) if !any && self.config.lookupd.is_empty() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+
+    /// What dialing `origin` needs, taken from the engine so the dial can run on its own task.
+    fn plan(&self, origin: &Origin) -> Dial {
+        Dial {
+            config: self.config.clone(),
+            http: self.http.get(origin).cloned(),
+            offset: self
+                .config
+                .offset
+                .filter(|_| !self.offsets_applied.contains(&origin.partition)),
+            tx: self.tx.clone(),
+        }
+    }
+
+    fn spawn_dial(&mut self, origin: Origin) {
+        if self.stopping
+            || self.links.contains_key(&origin)
+            || !self.connecting.insert(origin.clone())
+        {
+            return;
+        }
+        let generation = self.next_generation();
+        let plan = self.plan(&origin);
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let result = plan.dial(&origin, generation).await;
+            let _ = tx.send(Ev::Connected(origin, generation, result));
+        });
+    }
+
+    async fn connected(&mut self, origin: Origin, generation: u64, conn: Conn) {
+        if self.closed_early.remove(&generation) || self.stopping {
+            conn.close().await;
+            return;
+        }
+        if self.config.offset.is_some() {
+            self.offsets_applied.insert(origin.partition);
+        }
+        if !self.ever_connected.insert(origin.clone()) {
+            self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+        }
+        self.links.insert(
+            origin,
+            Link {
+                conn,
+                generation,
+                rdy: 0,
+                in_flight: 0,
+                last_active: Instant::now(),
+                closing: false,
+            },
+        );
+        self.counters
+            .connections
+            .store(self.links.len() as u64, Ordering::Relaxed);
+        self.rebalance().await;
+    }
+
+    async fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Command(Command::SetMaxInFlight(n)) => {
+                self.max_in_flight = n;
+                self.rebalance().await;
+            }
+            Ev::Command(Command::Stop(sent)) => {
+                self.stop().await;
+                if let Some(sent) = sent {
+                    let _ = sent.send(());
+                }
+            }
+            Ev::Frame(origin, generation, event) => self.frame(origin, generation, event).await,
+            Ev::Connected(origin, generation, result) => {
+                self.connecting.remove(&origin);
+                match result {
+                    Ok(conn) => self.connected(origin, generation, conn).await,
+                    Err(e) => {
+                        tracing::warn!(addr = %origin.addr, "connect failed: {e}");
+                        self.schedule_reconnect(origin);
+                    }
+                }
+            }
+            Ev::Answered(answered) => self.answered(answered).await,
+            Ev::Lookup(Ok(endpoints)) => self.discovered(endpoints),
+            Ev::Lookup(Err(e)) => tracing::warn!("lookup failed: {e}"),
+            Ev::Poll => self.poll(),
+            Ev::BackoffTimer => self.test_the_waters().await,
+            Ev::Redistribute => self.redistribute().await,
+            Ev::Reconnect(origin) => self.spawn_dial(origin),
+            Ev::StopTimeout => {
+                for link in std::mem::take(&mut self.links).into_values() {
+                    link.conn.close().await;
+                }
+            }
+        }
+    }
+
+    async fn frame(&mut self, origin: Origin, generation: u64, event: Event) {
+        let current = self
+            .links
+            .get(&origin)
+            .is_some_and(|l| l.generation == generation);
+        if !current {
+            if matches!(event, Event::Closed(_)) {
+                self.closed_early.insert(generation);
+            }
+            return;
+        }
+        match event {
+            Event::Message(raw) => self.message(origin, generation, raw).await,
+            Event::Response(data) => {
+                if data.as_ref() == codec::CLOSE_WAIT {
+                    if let Some(link) = self.links.get_mut(&origin) {
+                        link.closing = true;
+                    }
+                    self.close_if_drained(&origin).await;
+                }
+            }
+            Event::Error(error) => {
+                tracing::warn!(addr = %origin.addr, "{} {}", error.code, error.text);
+            }
+            Event::Closed(reason) => {
+                if let Some(reason) = &reason {
+                    tracing::warn!(addr = %origin.addr, "connection closed: {reason}");
+                }
+                self.links.remove(&origin);
+                self.counters
+                    .connections
+                    .store(self.links.len() as u64, Ordering::Relaxed);
+                self.schedule_reconnect(origin);
+                self.rebalance().await;
+            }
+        }
+    }
+
+    async fn message(&mut self, origin: Origin, generation: u64, raw: codec::RawMessage) {
+        self.counters.received.fetch_add(1, Ordering::Relaxed);
+        let Some(link) = self.links.get_mut(&origin) else {
+            return;
+        };
+        link.in_flight += 1;
+        link.last_active = Instant::now();
+        let writer = link.conn.writer.clone();
+        let give_up = self.config.max_attempts > 0 && raw.attempts > self.config.max_attempts;
+        if give_up {
+            if let Some(callback) = &self.config.on_failed {
+                callback(&raw);
+            }
+            self.counters.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        let message = Message::new(
+            raw,
+            origin,
+            generation,
+            writer,
+            self.answered.clone(),
+            self.config.default_requeue_delay,
+            self.config.max_requeue_delay,
+        );
+        if give_up {
+            if let Err(e) = message.finish().await {
+                tracing::debug!("FIN of a failed message: {e}");
+            }
+            return;
+        }
+        if let Err(returned) = self.out.send(message) {
+            // Nobody reads any more: let the server redeliver it elsewhere.
+            let _ = returned
+                .0
+                .requeue_without_backoff(Some(Duration::ZERO))
+                .await;
+        }
+    }
+
+    async fn stop(&mut self) {
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        spawn_after(&self.tx, self.config.stop_timeout, Ev::StopTimeout);
+        for link in self.links.values() {
+            if let Err(e) = link.conn.writer.send(codec::Command::Cls).await {
+                tracing::debug!("CLS not sent: {e}");
+            }
+        }
+    }
+
+    /// Closes a connection that got `CLOSE_WAIT` once nothing of it is in flight.
+    async fn close_if_drained(&mut self, origin: &Origin) {
+        let drained = self
+            .links
+            .get(origin)
+            .is_some_and(|l| l.closing && l.in_flight == 0);
+        if drained {
+            if let Some(link) = self.links.remove(origin) {
+                link.conn.close().await;
+            }
+        }
+    }
+}

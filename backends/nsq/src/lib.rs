@@ -1,0 +1,37 @@
+//! # msgstream-nsq
+//!
+//! An NSQ protocol V2 client written on tokio, and the `msgstream::mq` backend over it.
+//!
+//! Layers, each its own module: [`codec`] (bytes ↔ commands and frames, no I/O), [`conn`]
+//! (one negotiated connection), [`producer`] (PUB/MPUB/DPUB/PUB_TRACE over a pool with
+//! failover), [`consumer`] (go-nsq's push model: RDY flow control, backoff, attempts, lookupd
+//! discovery, graceful stop), and the Youzan extensions (partitions, ordered and offset
+//! subscriptions) threaded through them.
+#![deny(clippy::unwrap_used)]
+#![warn(missing_docs)]
+
+mod adapter;
+pub mod backoff;
+pub mod codec;
+mod config;
+pub mod conn;
+pub mod consumer;
+mod engine;
+mod error;
+mod handler;
+mod http;
+pub mod lookup;
+pub mod message;
+pub mod producer;
+pub mod rdy;
+
+pub use adapter::{NsqClient, BACKEND};
+pub use backoff::{BackoffConfig, Strategy};
+pub use codec::ConsumeOffset;
+pub use config::{Extensions, NsqConfig};
+pub use conn::{ConnConfig, Negotiated};
+pub use consumer::{Consumer, ConsumerConfig, FailedCallback, Stats, SubscribeMode};
+pub use error::{CodecError, Error, Result};
+pub use handler::spawn_handlers;
+pub use message::{Message, Origin};
+pub use producer::{Producer, ProducerConfig};

@@ -1,0 +1,340 @@
+//! Publishing: PUB, MPUB (atomic batches), DPUB, PUB with a partition, PUB_TRACE, over a pool
+//! of nsqd connections with failover.
+//!
+//! Commands on one connection are pipelined: replies come back in command order, so each
+//! caller waits for its own reply from a FIFO of waiters. Guarantees: a publish returns `Ok`
+//! only after the server's `OK`; names and sizes the server would refuse are refused before
+//! sending ([`Error::Invalid`]); a broken connection or a transient server refusal moves on to
+//! the next nsqd (reconnecting lazily), while a permanent refusal (bad topic, bad message) is
+//! returned at once.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::oneshot;
+
+use crate::codec::{validate_name, Command, TraceReceipt};
+use crate::conn::{Conn, ConnConfig, Event};
+use crate::error::{Error, Result};
+
+/// Producer settings.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    /// nsqd TCP addresses, tried in turn.
+    pub nsqd: Vec<String>,
+    /// Connection settings.
+    pub conn: ConnConfig,
+    /// Largest message body (nsqd's `max_msg_size`).
+    pub max_msg_size: usize,
+    /// Largest MPUB body (nsqd's `max_body_size`).
+    pub max_body_size: usize,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        ProducerConfig {
+            nsqd: vec!["127.0.0.1:4150".into()],
+            conn: ConnConfig::default(),
+            max_msg_size: 1024 * 1024,
+            max_body_size: 5 * 1024 * 1024,
+        }
+    }
+}
+
+type Waiter = oneshot::Sender<Result<Bytes>>;
+
+/// One pipelined producer connection.
+struct Link {
+    conn: Conn,
+    waiters: Arc<Mutex<VecDeque<Waiter>>>,
+    alive: Arc<AtomicBool>,
+}
+
+fn lock(waiters: &Mutex<VecDeque<Waiter>>) -> std::sync::MutexGuard<'_, VecDeque<Waiter>> {
+    waiters.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Link {
+    async fn open(addr: &str, config: &ConnConfig) -> Result<Link> {
+        let waiters: Arc<Mutex<VecDeque<Waiter>>> = Arc::default();
+        let alive = Arc::new(AtomicBool::new(true));
+        let (sink_waiters, sink_alive, sink_addr) =
+            (waiters.clone(), alive.clone(), addr.to_string());
+        let conn = Conn::connect(addr, config, None, false, move |event| {
+            let reply = match event {
+                Event::Response(data) => Ok(data),
+                Event::Error(error) => {
+                    if error.is_fatal() {
+                        // The server closes after a fatal error: no new request may use it.
+                        sink_alive.store(false, Ordering::Release);
+                    }
+                    Err(Error::Server {
+                        addr: sink_addr.clone(),
+                        error,
+                    })
+                }
+                Event::Message(_) => Err(Error::Protocol {
+                    addr: sink_addr.clone(),
+                    what: "a message on a producer connection".into(),
+                }),
+                Event::Closed(_) => {
+                    sink_alive.store(false, Ordering::Release);
+                    for waiter in lock(&sink_waiters).drain(..) {
+                        let _ = waiter.send(Err(Error::Closed("producer connection")));
+                    }
+                    return;
+                }
+            };
+            if let Some(waiter) = lock(&sink_waiters).pop_front() {
+                let _ = waiter.send(reply);
+            }
+        })
+        .await?;
+        Ok(Link {
+            conn,
+            waiters,
+            alive,
+        })
+    }
+
+    async fn request(&self, bytes: &[u8], timeout: Duration) -> Result<Bytes> {
+        let (tx, rx) = oneshot::channel();
+        {
+            // Queued under the waiters' lock: replies match waiters in command order.
+            let mut waiters = lock(&self.waiters);
+            if let Err(e) = self.conn.writer.queue(Bytes::copy_from_slice(bytes)) {
+                self.alive.store(false, Ordering::Release);
+                return Err(e);
+            }
+            waiters.push_back(tx);
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => Err(Error::Closed("producer connection")),
+            Err(_) => {
+                self.alive.store(false, Ordering::Release);
+                Err(Error::Timeout {
+                    addr: self.conn.writer.addr().to_string(),
+                    what: "publish reply",
+                    after: timeout,
+                })
+            }
+        }
+    }
+}
+
+/// A publisher over one or more nsqd.
+pub struct Producer {
+    config: ProducerConfig,
+    links: Vec<tokio::sync::Mutex<Option<Arc<Link>>>>,
+    next: AtomicUsize,
+    closed: AtomicBool,
+}
+
+impl Producer {
+    /// A producer over `config.nsqd`; connections open on first use.
+    pub fn new(config: ProducerConfig) -> Result<Producer> {
+        if config.nsqd.is_empty() {
+            return Err(Error::Invalid(
+                "a producer needs at least one nsqd address".into(),
+            ));
+        }
+        let links = config
+            .nsqd
+            .iter()
+            .map(|_| tokio::sync::Mutex::new(None))
+            .collect();
+        Ok(Producer {
+            config,
+            links,
+            next: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Publishes one message.
+    pub async fn publish(&self, topic: &str, body: &[u8]) -> Result<()> {
+        self.check(topic, &[body])?;
+        self.send(Command::Pub {
+            topic,
+            partition: None,
+            body,
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Publishes one message to a partition (Youzan).
+    pub async fn publish_to(&self, topic: &str, partition: u32, body: &[u8]) -> Result<()> {
+        self.check(topic, &[body])?;
+        self.send(Command::Pub {
+            topic,
+            partition: Some(partition),
+            body,
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Publishes a batch atomically: all of it or none.
+    pub async fn multi_publish(
+        &self,
+        topic: &str,
+        partition: Option<u32>,
+        bodies: &[Bytes],
+    ) -> Result<()> {
+        let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_ref()).collect();
+        self.check(topic, &refs)?;
+        if bodies.is_empty() {
+            return Err(Error::Invalid("MPUB of no messages".into()));
+        }
+        let total: usize = 4 + bodies.iter().map(|b| 4 + b.len()).sum::<usize>();
+        if total > self.config.max_body_size {
+            return Err(Error::Invalid(format!(
+                "MPUB body of {total} bytes exceeds max_body_size {}",
+                self.config.max_body_size
+            )));
+        }
+        self.send(Command::Mpub {
+            topic,
+            partition,
+            bodies,
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Publishes a message that becomes visible after `delay` (upstream nsqd only).
+    pub async fn deferred_publish(&self, topic: &str, delay: Duration, body: &[u8]) -> Result<()> {
+        self.check(topic, &[body])?;
+        let defer_ms = delay.as_millis() as u64;
+        self.send(Command::Dpub {
+            topic,
+            defer_ms,
+            body,
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Publishes to a partition with a trace id (Youzan) and returns where it was stored.
+    pub async fn publish_trace(
+        &self,
+        topic: &str,
+        partition: u32,
+        trace_id: u64,
+        body: &[u8],
+    ) -> Result<TraceReceipt> {
+        self.check(topic, &[body])?;
+        let (reply, addr) = self
+            .send(Command::PubTrace {
+                topic,
+                partition,
+                trace_id,
+                body,
+            })
+            .await?;
+        TraceReceipt::parse(&reply).map_err(|source| Error::Codec { addr, source })
+    }
+
+    /// Creates a topic partition on a Youzan nsqd (`INTERNAL_CREATE_TOPIC`); creating one that
+    /// exists succeeds.
+    pub async fn create_topic(&self, topic: &str, partition: u32) -> Result<()> {
+        if !validate_name(topic) {
+            return Err(Error::Invalid(format!(
+                "topic name {topic:?}: nsqd allows [.a-zA-Z0-9_-]{{1,64}}"
+            )));
+        }
+        let line = format!("INTERNAL_CREATE_TOPIC {topic} {partition} false\n");
+        self.send_bytes(line.as_bytes()).await.map(drop)
+    }
+
+    /// Closes every connection; later publishes return [`Error::Closed`].
+    pub async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for link in &self.links {
+            if let Some(link) = link.lock().await.take() {
+                link.conn.close().await;
+            }
+        }
+    }
+
+    fn check(&self, topic: &str, bodies: &[&[u8]]) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("producer"));
+        }
+        if !validate_name(topic) {
+            return Err(Error::Invalid(format!(
+                "topic name {topic:?}: nsqd allows [.a-zA-Z0-9_-]{{1,64}}"
+            )));
+        }
+        for body in bodies {
+            if body.is_empty() {
+                return Err(Error::Invalid(
+                    "message body is empty; nsqd refuses it".into(),
+                ));
+            }
+            if body.len() > self.config.max_msg_size {
+                return Err(Error::Invalid(format!(
+                    "message body of {} bytes exceeds max_msg_size {}",
+                    body.len(),
+                    self.config.max_msg_size
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn send(&self, command: Command<'_>) -> Result<(Bytes, String)> {
+        let mut buf = BytesMut::new();
+        command.encode(&mut buf);
+        self.send_bytes(&buf).await
+    }
+
+    /// Sends to one nsqd after another, starting round robin, until one answers `OK` or
+    /// refuses for good. Each nsqd is tried twice, so a connection that died since its last use
+    /// is replaced by a fresh one.
+    async fn send_bytes(&self, bytes: &[u8]) -> Result<(Bytes, String)> {
+        let n = self.links.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut last = None;
+        for i in 0..2 * n {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed("producer"));
+            }
+            let index = (start + i) % n;
+            let addr = &self.config.nsqd[index];
+            let link = match self.link(index).await {
+                Ok(link) => link,
+                Err(e) => {
+                    tracing::debug!(addr, "nsqd unavailable: {e}");
+                    last = Some(e);
+                    continue;
+                }
+            };
+            match link.request(bytes, self.config.conn.read_timeout).await {
+                Ok(reply) => return Ok((reply, addr.clone())),
+                Err(e) if e.is_transient() => {
+                    tracing::debug!(addr, "publish failed, trying the next nsqd: {e}");
+                    last = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::NoServer("no nsqd configured".into())))
+    }
+
+    /// The live connection to nsqd `index`, (re)connecting if it is missing or dead.
+    async fn link(&self, index: usize) -> Result<Arc<Link>> {
+        let mut slot = self.links[index].lock().await;
+        if let Some(link) = slot.as_ref().filter(|l| l.alive.load(Ordering::Acquire)) {
+            return Ok(link.clone());
+        }
+        let link = Arc::new(Link::open(&self.config.nsqd[index], &self.config.conn).await?);
+        *slot = Some(link.clone());
+        Ok(link)
+    }
+}

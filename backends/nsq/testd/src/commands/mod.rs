@@ -1,0 +1,365 @@
+//! What each command does to the connection and the store, with nsqd's error codes and its
+//! rule that every error is fatal except `E_FIN_FAILED`, `E_REQ_FAILED` and `E_TOUCH_FAILED`.
+//! Connection state and handshake live here; subscribing, publishing and in-flight handling in
+//! the submodules.
+
+mod inflight;
+mod publish;
+mod subscribe;
+
+use subscribe::SubKind;
+pub(crate) use subscribe::{parse_offset_token, Offset};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use tokio::io::BufReader;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+use crate::store::{frame, Store};
+use crate::tcp::{heartbeats, read_body, Line, RESPONSE};
+use crate::{valid_name, Shared};
+
+/// A command failure: the error frame to send and whether the connection then closes.
+#[derive(Debug)]
+pub(crate) struct Fail {
+    pub code: &'static str,
+    pub text: String,
+    pub fatal: bool,
+}
+
+impl Fail {
+    pub(crate) fn fatal(code: &'static str, text: &str) -> Fail {
+        Fail {
+            code,
+            text: text.to_string(),
+            fatal: true,
+        }
+    }
+
+    fn soft(code: &'static str, text: String) -> Fail {
+        Fail {
+            code,
+            text,
+            fatal: false,
+        }
+    }
+
+    /// The socket failed: close without an error frame.
+    pub(crate) fn io(_: std::io::Error) -> Fail {
+        Fail {
+            code: "",
+            text: String::new(),
+            fatal: true,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Identify {
+    feature_negotiation: bool,
+    heartbeat_interval: i64,
+    msg_timeout: i64,
+    sample_rate: i64,
+    user_agent: String,
+    snappy: bool,
+    deflate: bool,
+}
+
+/// The state of one connection.
+pub(crate) struct Session {
+    shared: Arc<Shared>,
+    id: u64,
+    tx: mpsc::UnboundedSender<Bytes>,
+    identified: bool,
+    authed: bool,
+    subscribed: bool,
+    closing: bool,
+    heartbeat: Option<Duration>,
+    heartbeat_task: Option<JoinHandle<()>>,
+    msg_timeout: Duration,
+    user_agent: String,
+    closer: Arc<Notify>,
+}
+
+type Reader = BufReader<OwnedReadHalf>;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn number(bytes: &[u8], what: &str) -> Result<i64, Fail> {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Fail::fatal("E_INVALID", &format!("could not parse {what}")))
+}
+
+impl Session {
+    pub(crate) fn new(shared: Arc<Shared>, id: u64, tx: mpsc::UnboundedSender<Bytes>) -> Session {
+        let heartbeat = shared.options.heartbeat_interval;
+        let msg_timeout = shared.options.msg_timeout;
+        let task = heartbeats(tx.clone(), heartbeat);
+        Session {
+            shared,
+            id,
+            tx,
+            identified: false,
+            authed: false,
+            subscribed: false,
+            closing: false,
+            heartbeat: Some(heartbeat),
+            heartbeat_task: Some(task),
+            msg_timeout,
+            user_agent: String::new(),
+            closer: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Notified when the server closes this connection on its own.
+    pub(crate) fn closer(&self) -> Arc<Notify> {
+        self.closer.clone()
+    }
+
+    /// Two heartbeat intervals without a command close the connection (nsqd's read deadline).
+    pub(crate) fn read_deadline(&self) -> Duration {
+        self.heartbeat
+            .map_or(Duration::from_secs(3600), |interval| interval * 2)
+    }
+
+    fn reply(&self, data: &[u8]) {
+        let _ = self.tx.send(frame(RESPONSE, data));
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.shared.store()
+    }
+
+    /// Forgets the connection in the store.
+    pub(crate) fn end(&mut self) {
+        if let Some(task) = self.heartbeat_task.take() {
+            task.abort();
+        }
+        self.store().remove_client(self.id);
+        self.shared.pump();
+    }
+
+    pub(crate) async fn execute(&mut self, line: Line, reader: &mut Reader) -> Result<(), Fail> {
+        let partitions = self.shared.options.extensions.partitions();
+        let p = &line.params;
+        match (line.name.as_slice(), partitions) {
+            (b"NOP", _) => Ok(()),
+            (b"IDENTIFY", _) => self.identify(reader).await,
+            (b"AUTH", _) => self.auth(reader).await,
+            (b"SUB", _) => self.sub(p, SubKind::Plain),
+            (b"SUB_ORDERED", true) => self.sub(p, SubKind::Ordered),
+            (b"SUB_ADVANCED", true) => self.sub(p, SubKind::Advanced),
+            (b"PUB", _) => self.publish(p, reader, false).await,
+            (b"MPUB", _) => self.publish(p, reader, true).await,
+            (b"DPUB", false) => self.dpub(p, reader).await,
+            (b"PUB_TRACE", true) => self.pub_trace(p, reader).await,
+            (b"INTERNAL_CREATE_TOPIC", true) => self.create_topic(p),
+            (b"RDY", _) => self.rdy(p),
+            (b"FIN", _) => self.fin(p),
+            (b"REQ", _) => self.req(p),
+            (b"TOUCH", _) => self.touch(p),
+            (b"CLS", _) => self.cls(),
+            (name, _) => Err(Fail::fatal(
+                "E_INVALID",
+                &format!("invalid command {}", text(name)),
+            )),
+        }
+    }
+
+    async fn identify(&mut self, reader: &mut Reader) -> Result<(), Fail> {
+        if self.identified || self.subscribed {
+            return Err(Fail::fatal("E_INVALID", "cannot IDENTIFY in current state"));
+        }
+        let body = read_body(reader, self.shared.options.max_body_size, "IDENTIFY").await?;
+        let data: Identify = serde_json::from_slice(&body)
+            .map_err(|_| Fail::fatal("E_BAD_BODY", "IDENTIFY failed to decode JSON body"))?;
+        let opts = &self.shared.options;
+        self.heartbeat = match data.heartbeat_interval {
+            -1 => None,
+            0 => Some(opts.heartbeat_interval),
+            ms @ 1000..=60000 => Some(Duration::from_millis(ms as u64)),
+            ms => {
+                return Err(Fail::fatal(
+                    "E_BAD_BODY",
+                    &format!("IDENTIFY heartbeat interval ({ms}) is invalid"),
+                ))
+            }
+        };
+        let max_timeout = opts.max_msg_timeout.as_millis() as i64;
+        self.msg_timeout = match data.msg_timeout {
+            0 => opts.msg_timeout,
+            ms if (1000..=max_timeout).contains(&ms) => Duration::from_millis(ms as u64),
+            ms => {
+                return Err(Fail::fatal(
+                    "E_BAD_BODY",
+                    &format!("IDENTIFY msg timeout ({ms}) is invalid"),
+                ))
+            }
+        };
+        if !(0..=99).contains(&data.sample_rate) {
+            return Err(Fail::fatal(
+                "E_BAD_BODY",
+                &format!("IDENTIFY sample rate ({}) is invalid", data.sample_rate),
+            ));
+        }
+        if data.snappy && data.deflate {
+            return Err(Fail::fatal(
+                "E_IDENTIFY_FAILED",
+                "cannot enable both deflate and snappy compression",
+            ));
+        }
+        self.identified = true;
+        self.user_agent = data.user_agent;
+        if let Some(task) = self.heartbeat_task.take() {
+            task.abort();
+        }
+        self.heartbeat_task = self.heartbeat.map(|hb| heartbeats(self.tx.clone(), hb));
+        if !data.feature_negotiation {
+            self.reply(b"OK");
+            return Ok(());
+        }
+        // The fork answers with its own buffer defaults (notes §2.6.4).
+        let (buffer_size, buffer_timeout) = if opts.extensions.partitions() {
+            (100, 50)
+        } else {
+            (16384, 250)
+        };
+        let response = serde_json::json!({
+            "auth_required": opts.auth_secret.is_some(),
+            "deflate": false,
+            "deflate_level": 6,
+            "max_deflate_level": 6,
+            "max_msg_timeout": max_timeout,
+            "max_rdy_count": opts.max_rdy_count,
+            "msg_timeout": self.msg_timeout.as_millis() as u64,
+            "output_buffer_size": buffer_size,
+            "output_buffer_timeout": buffer_timeout,
+            "sample_rate": 0,
+            "snappy": false,
+            "tls_v1": false,
+            "version": opts.extensions.version(),
+        });
+        self.reply(response.to_string().as_bytes());
+        Ok(())
+    }
+
+    async fn auth(&mut self, reader: &mut Reader) -> Result<(), Fail> {
+        let Some(secret) = self.shared.options.auth_secret.clone() else {
+            return Err(Fail::fatal("E_AUTH_DISABLED", "AUTH disabled"));
+        };
+        if self.subscribed || self.authed {
+            return Err(Fail::fatal("E_INVALID", "cannot AUTH in current state"));
+        }
+        let body = read_body(reader, 1024, "AUTH").await?;
+        if body != secret.as_bytes() {
+            return Err(Fail::fatal("E_AUTH_FAILED", "AUTH failed"));
+        }
+        self.authed = true;
+        self.reply(br#"{"identity":"testd","identity_url":"","permission_count":1}"#);
+        Ok(())
+    }
+
+    fn check_auth(&self) -> Result<(), Fail> {
+        if self.shared.options.auth_secret.is_some() && !self.authed {
+            return Err(Fail::fatal("E_AUTH_FIRST", "AUTH required"));
+        }
+        Ok(())
+    }
+
+    fn topic_name(&self, param: Option<&Vec<u8>>, cmd: &str) -> Result<String, Fail> {
+        let name = param.map(|p| text(p)).ok_or_else(|| {
+            Fail::fatal(
+                "E_INVALID",
+                &format!("{cmd} insufficient number of parameters"),
+            )
+        })?;
+        if !valid_name(&name) {
+            return Err(Fail::fatal(
+                "E_BAD_TOPIC",
+                &format!("{cmd} topic name {name:?} is not valid"),
+            ));
+        }
+        Ok(name)
+    }
+
+    /// The partition named by `param` (or the default, 0), which must exist in partitions
+    /// mode; upstream always uses partition 0 and ignores extra params.
+    fn partition(&self, topic: &str, param: Option<&Vec<u8>>, create: bool) -> Result<u32, Fail> {
+        if !self.shared.options.extensions.partitions() {
+            self.store()
+                .topics
+                .entry(topic.to_string())
+                .or_default()
+                .partitions
+                .entry(0)
+                .or_default();
+            return Ok(0);
+        }
+        let mut store = self.store();
+        let exists = |store: &Store, p: u32| {
+            store
+                .topics
+                .get(topic)
+                .is_some_and(|t| t.partitions.contains_key(&p))
+        };
+        let pid = match param {
+            Some(p) => std::str::from_utf8(p)
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok())
+                .ok_or_else(|| {
+                    Fail::fatal(
+                        "E_BAD_PARTITION",
+                        &format!("topic partition is not valid: {}", text(p)),
+                    )
+                })?,
+            None => match store
+                .topics
+                .get(topic)
+                .and_then(|t| t.partitions.keys().next().copied())
+            {
+                Some(p) => p,
+                None => {
+                    return Err(Fail::fatal(
+                        "E_TOPIC_NOT_EXIST",
+                        &format!("topic {topic} not exist"),
+                    ))
+                }
+            },
+        };
+        if !exists(&store, pid) {
+            if !create {
+                return Err(Fail::fatal(
+                    "E_TOPIC_NOT_EXIST",
+                    &format!("topic {topic} partition {pid} not exist"),
+                ));
+            }
+            store
+                .topics
+                .entry(topic.to_string())
+                .or_default()
+                .partitions
+                .entry(pid)
+                .or_default();
+        }
+        Ok(pid)
+    }
+}
+
+/// Ids in error texts: printable as they are, hex otherwise.
+fn hex(id: &[u8; 16]) -> String {
+    if id.iter().all(u8::is_ascii_alphanumeric) {
+        text(id)
+    } else {
+        id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}

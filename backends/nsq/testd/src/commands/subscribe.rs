@@ -1,0 +1,140 @@
+//! SUB, SUB_ORDERED and SUB_ADVANCED, with consume offsets and the fork's partition quirk.
+
+use super::{text, Fail, Session};
+use crate::store::SubKey;
+use crate::tcp::client_state;
+use crate::valid_name;
+
+impl Session {
+    pub(super) fn sub(&mut self, p: &[Vec<u8>], kind: SubKind) -> Result<(), Fail> {
+        self.check_auth()?;
+        if self.subscribed || self.closing {
+            return Err(Fail::fatal("E_INVALID", "cannot SUB in current state"));
+        }
+        if self.heartbeat.is_none() {
+            return Err(Fail::fatal(
+                "E_INVALID",
+                "cannot SUB with heartbeats disabled",
+            ));
+        }
+        let topic = self.topic_name(p.first(), "SUB")?;
+        let channel = p
+            .get(1)
+            .map(|c| text(c))
+            .ok_or_else(|| Fail::fatal("E_INVALID", "SUB insufficient number of parameters"))?;
+        if !valid_name(&channel) {
+            return Err(Fail::fatal(
+                "E_BAD_CHANNEL",
+                &format!("SUB channel name {channel:?} is not valid"),
+            ));
+        }
+        // The Youzan parser reads the partition of SUB_ADVANCED only when there is no offset
+        // (notes §2.6.1): with an offset the default partition is used.
+        let partition_param = match kind {
+            SubKind::Advanced if p.len() >= 4 => None,
+            SubKind::Ordered if p.len() < 3 => {
+                return Err(Fail::fatal(
+                    "E_INVALID",
+                    "SUB_ORDERED insufficient number of parameters",
+                ))
+            }
+            _ => p.get(2),
+        };
+        let pid = self.partition(&topic, partition_param, false)?;
+        let offset = match (kind, p.get(3)) {
+            (SubKind::Advanced, Some(raw)) => Some(parse_offset(raw)?),
+            _ => None,
+        };
+        let mut store = self.store();
+        let ordered_channel = {
+            let Some(partition) = store.partition(&topic, pid) else {
+                return Err(Fail::fatal("E_TOPIC_NOT_EXIST", "topic not exist"));
+            };
+            // `special:-1` on a channel that already exists does not skip what the channel
+            // already holds (notes §2.6.3): only a new channel starts at the end.
+            let existed = partition.channels.contains_key(&channel);
+            let target = offset
+                .filter(|o| !(existed && matches!(o, Offset::Latest)))
+                .map(|o| o.index_in(partition));
+            let channel_state = partition.channel(&channel);
+            if matches!(kind, SubKind::Ordered) {
+                channel_state.ordered = true;
+            }
+            if let Some(cursor) = target {
+                if channel_state.clients.is_empty() {
+                    channel_state.reset(cursor);
+                }
+            }
+            channel_state.clients.push(self.id);
+            channel_state.ordered
+        };
+        if ordered_channel && !matches!(kind, SubKind::Ordered) {
+            if let Some(c) = store
+                .partition(&topic, pid)
+                .and_then(|p| p.channels.get_mut(&channel))
+            {
+                c.clients.retain(|id| *id != self.id);
+            }
+            return Err(Fail::fatal(
+                "E_SUB_ORDER_IS_MUST",
+                "the channel is ordered, use SUB_ORDERED",
+            ));
+        }
+        let mut state = client_state(self.tx.clone(), self.closer.clone(), self.msg_timeout);
+        state.sub = Some(SubKey {
+            topic,
+            partition: pid,
+            channel,
+        });
+        state.positions = !matches!(kind, SubKind::Plain);
+        state.user_agent = self.user_agent.clone();
+        store.clients.insert(self.id, state);
+        drop(store);
+        self.subscribed = true;
+        self.reply(b"OK");
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum SubKind {
+    Plain,
+    Ordered,
+    Advanced,
+}
+
+/// A consume offset (`special:-1`, `virtual_queue:N`, `timestamp:S`).
+pub(crate) enum Offset {
+    Latest,
+    Virtual(u64),
+    Time(u64),
+}
+
+impl Offset {
+    /// The log index a channel moved to this offset continues from.
+    pub(crate) fn index_in(&self, partition: &crate::store::Partition) -> usize {
+        match *self {
+            Offset::Latest => partition.log.len(),
+            Offset::Virtual(v) => partition.index_of_offset(v),
+            Offset::Time(secs) => partition.index_of_time(secs),
+        }
+    }
+}
+
+/// Parses an offset token; `None` for unknown types and values.
+pub(crate) fn parse_offset_token(token: &str) -> Option<Offset> {
+    let (kind, value) = token.split_once(':')?;
+    let value: i64 = value.parse().ok()?;
+    match (kind, value) {
+        ("special", -1) => Some(Offset::Latest),
+        ("virtual_queue", v) if v >= 0 => Some(Offset::Virtual(v as u64)),
+        ("timestamp", v) if v >= 0 => Some(Offset::Time(v as u64)),
+        _ => None,
+    }
+}
+
+pub(super) fn parse_offset(raw: &[u8]) -> Result<Offset, Fail> {
+    let token = text(raw);
+    parse_offset_token(&token)
+        .ok_or_else(|| Fail::fatal("E_INVALID", &format!("invalid consume offset:{token}")))
+}

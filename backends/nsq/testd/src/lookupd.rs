@@ -1,0 +1,134 @@
+//! A test nsqlookupd over several [`TestServer`]s: `/ping`, `/lookup` (with the Youzan
+//! partition map), `/topics`. Replies are wrapped in `{"status_code","status_txt","data"}`
+//! unless the client sends `Accept: application/vnd.nsq; version=1.0`, as older and Youzan
+//! lookupds do.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Map, Value};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::http::{Handler, Request, Response};
+use crate::{Shared, TestServer};
+
+/// A running lookupd; dropping it stops it.
+pub struct TestLookupd {
+    addr: SocketAddr,
+    servers: Arc<Mutex<Vec<Arc<Shared>>>>,
+    task: JoinHandle<()>,
+}
+
+struct Lookup(Arc<Mutex<Vec<Arc<Shared>>>>);
+
+impl TestLookupd {
+    /// Starts a lookupd on a free loopback port, knowing `servers`.
+    pub async fn start(servers: &[&TestServer]) -> std::io::Result<TestLookupd> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let servers = Arc::new(Mutex::new(servers.iter().map(|s| s.shared()).collect()));
+        let task = tokio::spawn(crate::http::serve(
+            listener,
+            Arc::new(Lookup(Arc::clone(&servers))),
+        ));
+        Ok(TestLookupd {
+            addr,
+            servers,
+            task,
+        })
+    }
+
+    /// The HTTP address.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Makes another server known (as if it had registered).
+    pub fn register(&self, server: &TestServer) {
+        self.servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(server.shared());
+    }
+}
+
+impl Drop for TestLookupd {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn peer(shared: &Shared) -> Value {
+    json!({
+        "remote_address": shared.tcp_addr.to_string(),
+        "hostname": "testd",
+        "broadcast_address": shared.tcp_addr.ip().to_string(),
+        "tcp_port": shared.tcp_addr.port(),
+        "http_port": shared.http_addr.port(),
+        "version": shared.options.extensions.version(),
+    })
+}
+
+impl Handler for Lookup {
+    fn max_body(&self) -> usize {
+        0
+    }
+
+    fn handle(&self, req: Request) -> Response {
+        let servers = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let data = match req.path.as_str() {
+            "/ping" => return Response::text("OK"),
+            "/topics" => {
+                let mut names: Vec<String> = servers
+                    .iter()
+                    .flat_map(|s| s.store().topics.keys().cloned().collect::<Vec<_>>())
+                    .collect();
+                names.sort();
+                names.dedup();
+                json!({ "topics": names })
+            }
+            "/lookup" => {
+                let Some(topic) = req.query.get("topic") else {
+                    return Response::error(400, "MISSING_ARG_TOPIC");
+                };
+                let only: Option<u32> = req.query.get("partition").and_then(|p| p.parse().ok());
+                let mut producers = Vec::new();
+                let mut partitions = Map::new();
+                let mut channels = Vec::new();
+                for shared in &servers {
+                    let store = shared.store();
+                    let Some(t) = store.topics.get(topic) else {
+                        continue;
+                    };
+                    producers.push(peer(shared));
+                    for (pid, part) in &t.partitions {
+                        if only.is_some_and(|o| o != *pid) {
+                            continue;
+                        }
+                        channels.extend(part.channels.keys().cloned());
+                        if shared.options.extensions.partitions() {
+                            partitions.insert(pid.to_string(), peer(shared));
+                        }
+                    }
+                }
+                if producers.is_empty() {
+                    return Response::error(404, "TOPIC_NOT_FOUND");
+                }
+                channels.sort();
+                channels.dedup();
+                let mut reply = json!({ "channels": channels, "producers": producers });
+                if !partitions.is_empty() {
+                    reply["partitions"] = Value::Object(partitions);
+                }
+                reply
+            }
+            _ => return Response::error(404, "NOT_FOUND"),
+        };
+        if req.accept.contains("application/vnd.nsq") {
+            Response::json(&data)
+        } else {
+            Response::json(&json!({ "status_code": 200, "status_txt": "OK", "data": data }))
+        }
+    }
+}

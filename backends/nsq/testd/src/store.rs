@@ -1,0 +1,387 @@
+//! The server's memory: topics → partitions → an append-only log and its channels, the
+//! clients subscribed to them, and the one delivery routine that respects every client's RDY.
+//!
+//! A channel is a cursor into its partition's log plus a list of messages waiting to be
+//! (re)delivered (requeued, timed out, deferred). That is what lets the extensions seek by
+//! offset; for upstream behaviour it is equivalent to nsqd's per-channel queue copy: a channel
+//! sees every message published after it was created, and the first channel of a topic also
+//! gets what was published while the topic had none.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::sync::mpsc;
+
+/// Connection id.
+pub(crate) type ClientId = u64;
+
+/// Frame type of a message.
+const FRAME_MESSAGE: i32 = 2;
+
+/// One stored message.
+pub(crate) struct Stored {
+    pub id: [u8; 16],
+    pub timestamp: i64,
+    pub body: Bytes,
+    pub offset: u64,
+    pub raw_size: u32,
+    /// DPUB: not visible before this instant.
+    pub visible_at: Option<Instant>,
+}
+
+/// A message waiting to be delivered again.
+struct Waiting {
+    index: usize,
+    attempts: u16,
+    ready_at: Instant,
+}
+
+/// A delivered, unanswered message.
+pub(crate) struct InFlight {
+    pub index: usize,
+    pub attempts: u16,
+    pub client: ClientId,
+    pub deadline: Instant,
+    /// When it was delivered: TOUCH never extends past this plus `max_msg_timeout`.
+    pub delivered: Instant,
+}
+
+/// One NSQ channel of one partition.
+#[derive(Default)]
+pub(crate) struct Channel {
+    pub cursor: usize,
+    waiting: Vec<Waiting>,
+    pub in_flight: HashMap<[u8; 16], InFlight>,
+    pub clients: Vec<ClientId>,
+    pub ordered: bool,
+    next_client: usize,
+    pub message_count: u64,
+    pub requeue_count: u64,
+    pub timeout_count: u64,
+}
+
+impl Channel {
+    /// Messages not yet delivered (or waiting for redelivery).
+    pub fn depth(&self, log_len: usize) -> usize {
+        log_len.saturating_sub(self.cursor) + self.waiting.len()
+    }
+
+    /// Puts an in-flight message back, to be delivered at `ready_at`.
+    pub fn requeue(&mut self, flight: InFlight, ready_at: Instant) {
+        self.waiting.push(Waiting {
+            index: flight.index,
+            attempts: flight.attempts,
+            ready_at,
+        });
+    }
+
+    /// Moves the cursor (SUB_ADVANCED): forgets what was waiting.
+    pub fn reset(&mut self, cursor: usize) {
+        self.cursor = cursor;
+        self.waiting.clear();
+    }
+}
+
+/// One partition of a topic (upstream topics have exactly one, numbered 0).
+#[derive(Default)]
+pub(crate) struct Partition {
+    pub log: Vec<Stored>,
+    pub next_offset: u64,
+    /// Where a first channel starts: messages published while the partition had no channel.
+    pub unclaimed_from: usize,
+    pub channels: BTreeMap<String, Channel>,
+}
+
+impl Partition {
+    /// The channel, created if needed (starting as nsqd would).
+    pub fn channel(&mut self, name: &str) -> &mut Channel {
+        let start = if self.channels.is_empty() {
+            self.unclaimed_from
+        } else {
+            self.log.len()
+        };
+        self.channels
+            .entry(name.to_string())
+            .or_insert_with(|| Channel {
+                cursor: start,
+                ..Channel::default()
+            })
+    }
+
+    /// Appends a message and returns its index.
+    pub fn append(&mut self, id: [u8; 16], body: Bytes, visible_at: Option<Instant>) -> usize {
+        let raw_size = (4 + 26 + body.len()) as u32;
+        let timestamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        self.log.push(Stored {
+            id,
+            timestamp,
+            body,
+            offset: self.next_offset,
+            raw_size,
+            visible_at,
+        });
+        self.next_offset += u64::from(raw_size);
+        if !self.channels.is_empty() {
+            self.unclaimed_from = self.log.len();
+        }
+        self.log.len() - 1
+    }
+
+    /// Index of the first message at or after virtual-queue `offset`.
+    pub fn index_of_offset(&self, offset: u64) -> usize {
+        self.log.partition_point(|m| m.offset < offset)
+    }
+
+    /// Index of the first message published at or after `secs` (seconds since the epoch).
+    pub fn index_of_time(&self, secs: u64) -> usize {
+        let nanos = i64::try_from(secs.saturating_mul(1_000_000_000)).unwrap_or(i64::MAX);
+        self.log.partition_point(|m| m.timestamp < nanos)
+    }
+}
+
+/// A topic: partitions by number.
+#[derive(Default)]
+pub(crate) struct Topic {
+    pub partitions: BTreeMap<u32, Partition>,
+}
+
+/// Where a client is subscribed.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct SubKey {
+    pub topic: String,
+    pub partition: u32,
+    pub channel: String,
+}
+
+/// What the store knows about one connection.
+pub(crate) struct ClientState {
+    pub out: mpsc::UnboundedSender<Bytes>,
+    /// Notified when the server closes this connection (its topic or channel was deleted).
+    pub closer: std::sync::Arc<tokio::sync::Notify>,
+    pub rdy: u32,
+    pub in_flight: u32,
+    pub sub: Option<SubKey>,
+    /// SUB_ADVANCED / SUB_ORDERED: deliveries carry offset and raw size.
+    pub positions: bool,
+    pub closing: bool,
+    pub msg_timeout: Duration,
+    pub user_agent: String,
+    pub finish_count: u64,
+    pub requeue_count: u64,
+    pub message_count: u64,
+}
+
+/// Every topic and client of one server.
+#[derive(Default)]
+pub(crate) struct Store {
+    pub topics: BTreeMap<String, Topic>,
+    pub clients: HashMap<ClientId, ClientState>,
+    pub next_id: u64,
+    /// Binary (Youzan) ids instead of 16 hex characters.
+    pub binary_ids: bool,
+}
+
+impl Store {
+    /// A fresh message id: 16 hex characters (upstream) or `u64 id ‖ u64 trace id` (Youzan).
+    pub fn new_id(&mut self, trace_id: u64) -> [u8; 16] {
+        self.next_id += 1;
+        let mut id = [0u8; 16];
+        if self.binary_ids {
+            id[..8].copy_from_slice(&self.next_id.to_be_bytes());
+            id[8..].copy_from_slice(&trace_id.to_be_bytes());
+        } else {
+            id.copy_from_slice(format!("{:016x}", self.next_id).as_bytes());
+        }
+        id
+    }
+
+    /// The partition, if it exists.
+    pub fn partition(&mut self, topic: &str, partition: u32) -> Option<&mut Partition> {
+        self.topics.get_mut(topic)?.partitions.get_mut(&partition)
+    }
+
+    /// Delivers whatever the RDY counts allow on every channel, and moves expired in-flight
+    /// messages back to waiting. Called after every change and on a short timer.
+    pub fn pump(&mut self, now: Instant) {
+        let Store {
+            topics, clients, ..
+        } = self;
+        for (topic_name, topic) in topics.iter_mut() {
+            for (pid, partition) in topic.partitions.iter_mut() {
+                for channel in partition.channels.values_mut() {
+                    expire(channel, clients, now);
+                    deliver(topic_name, *pid, &partition.log, channel, clients, now);
+                }
+            }
+        }
+    }
+
+    /// Forgets a closed connection; its in-flight messages stay in flight until they time out,
+    /// as on nsqd.
+    pub fn remove_client(&mut self, client: ClientId) {
+        if let Some(state) = self.clients.remove(&client) {
+            if let Some(sub) = state.sub {
+                if let Some(partition) = self.partition(&sub.topic, sub.partition) {
+                    if let Some(channel) = partition.channels.get_mut(&sub.channel) {
+                        channel.clients.retain(|c| *c != client);
+                        // nsqd deletes an ephemeral channel when its last client leaves.
+                        if channel.clients.is_empty() && sub.channel.ends_with("#ephemeral") {
+                            partition.channels.remove(&sub.channel);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn expire(channel: &mut Channel, clients: &mut HashMap<ClientId, ClientState>, now: Instant) {
+    let expired: Vec<[u8; 16]> = channel
+        .in_flight
+        .iter()
+        .filter(|(_, f)| f.deadline <= now)
+        .map(|(id, _)| *id)
+        .collect();
+    for id in expired {
+        if let Some(flight) = channel.in_flight.remove(&id) {
+            if let Some(client) = clients.get_mut(&flight.client) {
+                client.in_flight = client.in_flight.saturating_sub(1);
+            }
+            channel.timeout_count += 1;
+            channel.requeue(flight, now);
+        }
+    }
+}
+
+fn deliver(
+    topic: &str,
+    partition: u32,
+    log: &[Stored],
+    channel: &mut Channel,
+    clients: &mut HashMap<ClientId, ClientState>,
+    now: Instant,
+) {
+    loop {
+        if channel.ordered && !channel.in_flight.is_empty() {
+            return;
+        }
+        let Some(client_id) = pick_client(channel, clients) else {
+            return;
+        };
+        let Some((index, attempts)) = next_message(log, channel, now) else {
+            return;
+        };
+        let Some(client) = clients.get_mut(&client_id) else {
+            return;
+        };
+        let stored = &log[index];
+        let frame = message_frame(stored, attempts, client.positions);
+        client.in_flight += 1;
+        client.message_count += 1;
+        channel.message_count += 1;
+        channel.in_flight.insert(
+            stored.id,
+            InFlight {
+                index,
+                attempts,
+                client: client_id,
+                deadline: now + client.msg_timeout,
+                delivered: now,
+            },
+        );
+        if client.out.send(frame).is_err() {
+            tracing::debug!(topic, partition, "delivery to a closing connection");
+        }
+    }
+}
+
+/// The next client with RDY room, round robin.
+fn pick_client(
+    channel: &mut Channel,
+    clients: &HashMap<ClientId, ClientState>,
+) -> Option<ClientId> {
+    let n = channel.clients.len();
+    for step in 0..n {
+        let i = (channel.next_client + step) % n;
+        let id = channel.clients[i];
+        if let Some(c) = clients.get(&id) {
+            if !c.closing && c.in_flight < c.rdy {
+                channel.next_client = (i + 1) % n;
+                return Some(id);
+            }
+        }
+    }
+    None
+}
+
+/// Takes the next deliverable message: a ready waiting one first, then the cursor. An ordered
+/// channel only ever takes its lowest waiting message, and never passes it while it waits.
+/// Deferred messages met at the cursor move to waiting.
+fn next_message(log: &[Stored], channel: &mut Channel, now: Instant) -> Option<(usize, u16)> {
+    loop {
+        let candidate = if channel.ordered {
+            channel
+                .waiting
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, w)| w.index)
+                .map(|(i, w)| (i, w.ready_at <= now))
+        } else {
+            channel
+                .waiting
+                .iter()
+                .position(|w| w.ready_at <= now)
+                .map(|i| (i, true))
+        };
+        match candidate {
+            Some((i, true)) => {
+                let w = channel.waiting.remove(i);
+                return Some((w.index, w.attempts.saturating_add(1)));
+            }
+            Some((_, false)) => return None,
+            None => {}
+        }
+        let stored = log.get(channel.cursor)?;
+        let index = channel.cursor;
+        channel.cursor += 1;
+        match stored.visible_at {
+            Some(at) if at > now => channel.waiting.push(Waiting {
+                index,
+                attempts: 0,
+                ready_at: at,
+            }),
+            _ => return Some((index, 1)),
+        }
+    }
+}
+
+/// A message frame: header, id, optional offset and raw size, body.
+fn message_frame(stored: &Stored, attempts: u16, positions: bool) -> Bytes {
+    let extra = if positions { 12 } else { 0 };
+    let size = 4 + 26 + extra + stored.body.len();
+    let mut buf = BytesMut::with_capacity(4 + size);
+    buf.put_u32(size as u32);
+    buf.put_i32(FRAME_MESSAGE);
+    buf.put_i64(stored.timestamp);
+    buf.put_u16(attempts);
+    buf.put_slice(&stored.id);
+    if positions {
+        buf.put_u64(stored.offset);
+        buf.put_u32(stored.raw_size);
+    }
+    buf.put_slice(&stored.body);
+    buf.freeze()
+}
+
+/// A response (type 0) or error (type 1) frame.
+pub(crate) fn frame(kind: i32, data: &[u8]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(8 + data.len());
+    buf.put_u32(4 + data.len() as u32);
+    buf.put_i32(kind);
+    buf.put_slice(data);
+    buf.freeze()
+}

@@ -1,0 +1,212 @@
+//! The producer against the test server: every publish command, failover, and refusals.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use msgstream_nsq::{Consumer, Error, Producer, ProducerConfig, SubscribeMode};
+use msgstream_nsq_testd::{Extensions, Options, TestServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pub_mpub_and_dpub_arrive() {
+    let s = server(Extensions::None).await;
+    let mut config = consumer_config(&[&s], "p", "c");
+    config.max_in_flight = 10;
+    let consumer = Consumer::connect(config).await.expect("consumer");
+    let producer = producer(&[&s]);
+    producer.publish("p", b"one").await.expect("PUB");
+    let batch = [Bytes::from_static(b"two"), Bytes::from_static(b"three")];
+    producer
+        .multi_publish("p", None, &batch)
+        .await
+        .expect("MPUB");
+    let sent = Instant::now();
+    producer
+        .deferred_publish("p", Duration::from_millis(300), b"later")
+        .await
+        .expect("DPUB");
+    let mut bodies = Vec::new();
+    for _ in 0..4 {
+        let message = recv(&consumer).await;
+        bodies.push(body(&message));
+        message.finish().await.expect("FIN");
+    }
+    assert!(sent.elapsed() >= Duration::from_millis(300), "DPUB waited");
+    assert_eq!(bodies, ["one", "two", "three", "later"]);
+    consumer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fails_over_and_reconnects() {
+    let s = server(Extensions::None).await;
+    let producer = Producer::new(ProducerConfig {
+        nsqd: vec!["127.0.0.1:1".into(), s.tcp_addr().to_string()],
+        conn: conn_config(),
+        ..ProducerConfig::default()
+    })
+    .expect("producer");
+    for i in 0..4 {
+        producer
+            .publish("f", format!("{i}").as_bytes())
+            .await
+            .expect("failover");
+    }
+    s.drop_connections();
+    producer.publish("f", b"after").await.expect("reconnected");
+    let (_, raw) = http(s.http_addr(), "GET", "/stats?format=json", b"").await;
+    let stats: serde_json::Value = serde_json::from_slice(&raw).expect("json");
+    assert_eq!(stats["topics"][0]["message_count"], 5);
+    producer.close().await;
+    assert!(matches!(
+        producer.publish("f", b"x").await,
+        Err(Error::Closed(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_name_the_problem() {
+    let s = server(Extensions::None).await;
+    let small = Producer::new(ProducerConfig {
+        nsqd: vec![s.tcp_addr().to_string()],
+        max_msg_size: 4,
+        ..ProducerConfig::default()
+    })
+    .expect("producer");
+    for (topic, body) in [
+        ("bad topic", &b"x"[..]),
+        ("t", b""),
+        ("t", b"12345"),
+        (&*"x".repeat(65), b"x"),
+    ] {
+        assert!(
+            matches!(small.publish(topic, body).await, Err(Error::Invalid(_))),
+            "{topic:?}"
+        );
+    }
+    // What only the server knows: its own max_msg_size. The refusal is permanent, fatal for
+    // the connection, and the next publish reconnects.
+    let big = producer(&[&s]);
+    let too_big = vec![b'x'; 1024 * 1024];
+    let refused = big.publish("t", &[too_big.as_slice(), b"y"].concat()).await;
+    assert!(
+        matches!(refused, Err(Error::Invalid(_))),
+        "client-side limit first: {refused:?}"
+    );
+    let unlimited = Producer::new(ProducerConfig {
+        nsqd: vec![s.tcp_addr().to_string()],
+        max_msg_size: 2 * 1024 * 1024,
+        ..ProducerConfig::default()
+    })
+    .expect("producer");
+    match unlimited
+        .publish("t", &[too_big.as_slice(), b"y"].concat())
+        .await
+    {
+        Err(Error::Server { error, .. }) => assert_eq!(error.code, "E_BAD_MESSAGE"),
+        other => panic!("expected E_BAD_MESSAGE, got {other:?}"),
+    }
+    unlimited
+        .publish("t", b"fine")
+        .await
+        .expect("reconnects after a fatal error");
+    assert!(Producer::new(ProducerConfig {
+        nsqd: vec![],
+        ..ProducerConfig::default()
+    })
+    .is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_is_negotiated() {
+    let s = TestServer::start(Options {
+        auth_secret: Some("sesame".into()),
+        ..Options::default()
+    })
+    .await
+    .expect("server");
+    let mut config = ProducerConfig {
+        nsqd: vec![s.tcp_addr().to_string()],
+        ..ProducerConfig::default()
+    };
+    let without = Producer::new(config.clone()).expect("producer");
+    assert!(matches!(
+        without.publish("t", b"x").await,
+        Err(Error::Unsupported { .. })
+    ));
+    config.conn.auth_secret = Some("wrong".into());
+    match Producer::new(config.clone())
+        .expect("producer")
+        .publish("t", b"x")
+        .await
+    {
+        Err(Error::Server { error, .. }) => assert_eq!(error.code, "E_AUTH_FAILED"),
+        other => panic!("{other:?}"),
+    }
+    config.conn.auth_secret = Some("sesame".into());
+    Producer::new(config)
+        .expect("producer")
+        .publish("t", b"x")
+        .await
+        .expect("authorized");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn youzan_publishing() {
+    let s = server(Extensions::Partitions).await;
+    let producer = producer(&[&s]);
+    match producer.publish("yz", b"x").await {
+        Err(Error::Server { error, .. }) => assert_eq!(error.code, "E_TOPIC_NOT_EXIST"),
+        other => panic!("topics must be created first: {other:?}"),
+    }
+    producer.create_topic("yz", 0).await.expect("create 0");
+    producer.create_topic("yz", 1).await.expect("create 1");
+    producer
+        .create_topic("yz", 1)
+        .await
+        .expect("creating again is fine");
+    let first = producer
+        .publish_trace("yz", 1, 42, b"hello")
+        .await
+        .expect("PUB_TRACE");
+    let second = producer
+        .publish_trace("yz", 1, 43, b"hello")
+        .await
+        .expect("PUB_TRACE");
+    assert_eq!(first.raw_size, 4 + 26 + 5);
+    assert_eq!(second.offset, first.offset + u64::from(first.raw_size));
+    assert_eq!(
+        &second.id.0[8..],
+        &43u64.to_be_bytes(),
+        "binary id: u64 id ‖ trace id"
+    );
+    producer
+        .publish_to("yz", 0, b"p0")
+        .await
+        .expect("PUB with a partition");
+    match producer.publish_to("yz", 7, b"x").await {
+        Err(Error::Server { error, .. }) => assert_eq!(error.code, "E_TOPIC_NOT_EXIST"),
+        other => panic!("{other:?}"),
+    }
+    match producer
+        .deferred_publish("yz", Duration::from_millis(1), b"x")
+        .await
+    {
+        Err(Error::Server { error, .. }) => {
+            assert_eq!(error.code, "E_INVALID", "no DPUB in the fork")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The message published with a partition is where it was sent.
+    let mut config = consumer_config(&[&s], "yz", "c");
+    config.partition = Some(1);
+    config.mode = SubscribeMode::Advanced;
+    config.offset = Some(msgstream_nsq::ConsumeOffset::VirtualQueue(0));
+    let consumer = Consumer::connect(config).await.expect("consumer");
+    let message = recv(&consumer).await;
+    assert_eq!(message.position(), Some((first.offset, first.raw_size)));
+    assert_eq!(message.id(), first.id);
+    message.finish().await.expect("FIN");
+    consumer.stop().await;
+}

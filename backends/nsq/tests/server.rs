@@ -1,0 +1,483 @@
+//! The test server on the raw wire: the nsqd behaviours clients depend on, and each surprise
+//! of the protocol notes §2.6, checked byte by byte with no client library in between.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use msgstream_nsq_testd::{Extensions, Options, TestServer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+struct Wire(TcpStream);
+
+impl Wire {
+    async fn open(server: &TestServer, heartbeat_ms: i64) -> Wire {
+        let mut s = TcpStream::connect(server.tcp_addr())
+            .await
+            .expect("connect");
+        let identify = format!(
+            r#"{{"feature_negotiation":true,"heartbeat_interval":{heartbeat_ms},"msg_timeout":1000}}"#
+        );
+        s.write_all(b"  V2IDENTIFY\n").await.expect("write");
+        s.write_all(&(identify.len() as u32).to_be_bytes())
+            .await
+            .expect("write");
+        s.write_all(identify.as_bytes()).await.expect("write");
+        let mut wire = Wire(s);
+        let (kind, data) = wire.frame().await.expect("identify reply");
+        assert_eq!(kind, 0, "{}", String::from_utf8_lossy(&data));
+        wire
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        self.0.write_all(bytes).await.expect("write");
+    }
+
+    /// The next frame, or `None` once the server closed the socket.
+    async fn frame(&mut self) -> Option<(i32, Vec<u8>)> {
+        let mut head = [0u8; 8];
+        within("a frame", self.0.read_exact(&mut head)).await.ok()?;
+        let size = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let kind = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        let mut data = vec![0u8; size - 4];
+        within("frame data", self.0.read_exact(&mut data))
+            .await
+            .ok()?;
+        Some((kind, data))
+    }
+
+    /// The next frame that is not a heartbeat.
+    async fn reply(&mut self) -> Option<(i32, Vec<u8>)> {
+        loop {
+            let frame = self.frame().await?;
+            if frame.1 != b"_heartbeat_" {
+                return Some(frame);
+            }
+            self.send(b"NOP\n").await;
+        }
+    }
+
+    async fn error_code(&mut self) -> String {
+        let (kind, data) = self.reply().await.expect("an error frame");
+        assert_eq!(kind, 1, "{}", String::from_utf8_lossy(&data));
+        let text = String::from_utf8_lossy(&data).into_owned();
+        text.split(' ').next().unwrap_or_default().to_string()
+    }
+
+    async fn closed(&mut self) -> bool {
+        self.reply().await.is_none()
+    }
+}
+
+fn pub_cmd(topic: &str, partition: Option<u32>, body: &[u8]) -> Vec<u8> {
+    let mut cmd = match partition {
+        Some(p) => format!("PUB {topic} {p}\n").into_bytes(),
+        None => format!("PUB {topic}\n").into_bytes(),
+    };
+    cmd.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    cmd.extend_from_slice(body);
+    cmd
+}
+
+#[tokio::test]
+async fn wrong_magic_is_refused_and_closed() {
+    let s = server(Extensions::None).await;
+    let mut raw = TcpStream::connect(s.tcp_addr()).await.expect("connect");
+    raw.write_all(b"  V1").await.expect("write");
+    let mut wire = Wire(raw);
+    assert_eq!(wire.error_code().await, "E_BAD_PROTOCOL");
+    assert!(wire.closed().await);
+}
+
+#[tokio::test]
+async fn silent_clients_are_dropped_after_two_heartbeats() {
+    let s = server(Extensions::None).await;
+    let mut wire = Wire::open(&s, 1000).await;
+    let start = Instant::now();
+    let mut heartbeats = 0;
+    while let Some((_, data)) = wire.frame().await {
+        assert_eq!(data, b"_heartbeat_");
+        heartbeats += 1;
+    }
+    let after = start.elapsed();
+    assert_eq!(heartbeats, 1, "one heartbeat, never answered");
+    assert!(
+        after >= Duration::from_millis(1900) && after < Duration::from_secs(3),
+        "{after:?}"
+    );
+}
+
+#[tokio::test]
+async fn fatal_and_non_fatal_errors() {
+    let s = server(Extensions::None).await;
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"RDY 1\n").await;
+    assert_eq!(wire.error_code().await, "E_INVALID", "RDY before SUB");
+    assert!(wire.closed().await);
+
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB t c\n").await;
+    assert_eq!(wire.reply().await.expect("OK").1, b"OK");
+    for _ in 0..3 {
+        wire.send(b"FIN 0123456789abcdef\n").await;
+        assert_eq!(wire.error_code().await, "E_FIN_FAILED");
+        wire.send(b"REQ 0123456789abcdef 0\n").await;
+        assert_eq!(wire.error_code().await, "E_REQ_FAILED");
+        wire.send(b"TOUCH 0123456789abcdef\n").await;
+        assert_eq!(wire.error_code().await, "E_TOUCH_FAILED");
+    }
+    wire.send(b"SUB t c\n").await;
+    assert_eq!(wire.error_code().await, "E_INVALID", "a second SUB");
+    assert!(wire.closed().await);
+
+    for (command, code) in [
+        (pub_cmd("bad!topic", None, b"x"), "E_BAD_TOPIC"),
+        (pub_cmd("t", None, b""), "E_BAD_MESSAGE"),
+        (b"DPUB t 99999999999\n".to_vec(), "E_INVALID"),
+        (b"NOSUCHCMD\n".to_vec(), "E_INVALID"),
+        (b"AUTH\n\0\0\0\x01x".to_vec(), "E_AUTH_DISABLED"),
+    ] {
+        let mut wire = Wire::open(&s, 5000).await;
+        wire.send(&command).await;
+        assert_eq!(
+            wire.error_code().await,
+            code,
+            "{}",
+            String::from_utf8_lossy(&command)
+        );
+        assert!(wire.closed().await, "{code} is fatal");
+    }
+}
+
+#[tokio::test]
+async fn rdy_is_never_exceeded_and_capped() {
+    let s = TestServer::start(Options {
+        max_rdy_count: 5,
+        ..Options::default()
+    })
+    .await
+    .expect("server");
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB t c\n").await;
+    wire.reply().await.expect("OK");
+    for i in 0..4 {
+        wire.send(&pub_cmd("t", None, format!("{i}").as_bytes()))
+            .await;
+        assert_eq!(wire.reply().await.expect("OK").1, b"OK");
+    }
+    wire.send(b"RDY 2\n").await;
+    let first = wire.reply().await.expect("message");
+    let second = wire.reply().await.expect("message");
+    assert_eq!((first.0, second.0), (2, 2));
+    // Nothing more until a FIN: a PUB's OK is the next frame.
+    wire.send(&pub_cmd("t", None, b"probe")).await;
+    assert_eq!(wire.reply().await.expect("OK").1, b"OK");
+    let mut fin = b"FIN ".to_vec();
+    fin.extend_from_slice(&first.1[10..26]);
+    fin.push(b'\n');
+    wire.send(&fin).await;
+    assert_eq!(
+        wire.reply().await.expect("message").0,
+        2,
+        "the FIN freed one slot"
+    );
+    wire.send(b"RDY 6\n").await;
+    assert_eq!(wire.error_code().await, "E_INVALID", "over max_rdy_count");
+    assert!(wire.closed().await);
+}
+
+/// A Youzan server with topic `yz` on partitions 0 and 1.
+async fn youzan() -> TestServer {
+    let s = server(Extensions::Partitions).await;
+    let (status, _) = http(
+        s.http_addr(),
+        "POST",
+        "/topic/create?topic=yz&partition_num=2",
+        b"",
+    )
+    .await;
+    assert_eq!(status, 200);
+    s
+}
+
+#[tokio::test]
+async fn binary_ids_with_newlines_and_spaces_are_read_by_position() {
+    let s = youzan().await;
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB_ADVANCED yz c 1\n").await;
+    assert_eq!(wire.reply().await.expect("OK").1, b"OK");
+    let mut producer = Wire::open(&s, 5000).await;
+    let trace_id = u64::from_be_bytes(*b"\n \n \n \n ");
+    let mut cmd = b"PUB_TRACE yz 1\n".to_vec();
+    cmd.extend_from_slice(&13u32.to_be_bytes());
+    cmd.extend_from_slice(&trace_id.to_be_bytes());
+    cmd.extend_from_slice(b"hello");
+    producer.send(&cmd).await;
+    let (_, receipt) = producer.reply().await.expect("receipt");
+    assert_eq!(&receipt[..2], b"OK");
+    assert_eq!(receipt.len(), 30);
+    wire.send(b"RDY 1\n").await;
+    let (kind, message) = wire.reply().await.expect("message");
+    assert_eq!(kind, 2);
+    let id = &message[10..26];
+    assert_eq!(&id[8..], b"\n \n \n \n ");
+    let offset = u64::from_be_bytes(message[26..34].try_into().expect("8"));
+    let raw_size = u32::from_be_bytes(message[34..38].try_into().expect("4"));
+    assert_eq!((offset, raw_size), (0, 35));
+    assert_eq!(&message[38..], b"hello");
+    let mut touch = b"TOUCH ".to_vec();
+    touch.extend_from_slice(id);
+    touch.push(b'\n');
+    let mut fin = b"FIN ".to_vec();
+    fin.extend_from_slice(id);
+    fin.push(b'\n');
+    wire.send(&touch).await;
+    wire.send(&fin).await;
+    wire.send(&fin).await;
+    assert_eq!(
+        wire.error_code().await,
+        "E_FIN_FAILED",
+        "only the second FIN fails"
+    );
+    wire.send(b"FIN \0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\n").await;
+    assert_eq!(
+        wire.error_code().await,
+        "E_INVALID",
+        "a zero id is fatal in the fork"
+    );
+    assert!(wire.closed().await);
+}
+
+#[tokio::test]
+async fn sub_advanced_with_an_offset_ignores_the_partition() {
+    // Notes §2.6.1: with an offset the partition argument is not parsed.
+    let s = youzan().await;
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB_ADVANCED yz fromend 1 special:-1\n").await;
+    assert_eq!(wire.reply().await.expect("OK").1, b"OK");
+    assert_ne!(
+        channel_stats(&s, "yz", Some(0), "fromend").await,
+        serde_json::Value::Null
+    );
+    assert_eq!(
+        channel_stats(&s, "yz", Some(1), "fromend").await,
+        serde_json::Value::Null
+    );
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB_ADVANCED yz c 0 bogus:1\n").await;
+    assert_eq!(wire.error_code().await, "E_INVALID");
+}
+
+#[tokio::test]
+async fn latest_skips_only_on_a_new_channel() {
+    // Notes §2.6.3: `special:-1` does not skip what an existing channel already holds.
+    let s = youzan().await;
+    let mut producer = Wire::open(&s, 5000).await;
+    let mut first = Wire::open(&s, 5000).await;
+    first.send(b"SUB yz old 0\n").await;
+    first.reply().await.expect("OK");
+    drop(first);
+    producer.send(&pub_cmd("yz", Some(0), b"before")).await;
+    producer.reply().await.expect("OK");
+    for (channel, expect) in [("old", &b"before"[..]), ("new", b"after")] {
+        let mut wire = Wire::open(&s, 5000).await;
+        wire.send(format!("SUB_ADVANCED yz {channel} 0 special:-1\n").as_bytes())
+            .await;
+        wire.reply().await.expect("OK");
+        producer.send(&pub_cmd("yz", Some(0), b"after")).await;
+        producer.reply().await.expect("OK");
+        wire.send(b"RDY 1\n").await;
+        let (_, message) = wire.reply().await.expect("message");
+        assert_eq!(&message[38..], expect, "channel {channel}");
+    }
+}
+
+#[tokio::test]
+async fn youzan_identify_and_topic_rules() {
+    // Notes §2.6.4 and §2.1: the fork's IDENTIFY defaults; no auto-created topics; no DPUB.
+    let s = youzan().await;
+    let mut raw = TcpStream::connect(s.tcp_addr()).await.expect("connect");
+    raw.write_all(b"  V2IDENTIFY\n\0\0\0\x1c{\"feature_negotiation\":true}")
+        .await
+        .expect("write");
+    let mut wire = Wire(raw);
+    let (_, reply) = wire.reply().await.expect("reply");
+    let json: serde_json::Value = serde_json::from_slice(&reply).expect("json");
+    assert_eq!(json["output_buffer_size"], 100);
+    assert_eq!(json["version"], "0.3.7-HA.1.13.0");
+    wire.send(b"SUB missing c 0\n").await;
+    assert_eq!(wire.error_code().await, "E_TOPIC_NOT_EXIST");
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB yz c x\n").await;
+    assert_eq!(wire.error_code().await, "E_BAD_PARTITION");
+}
+
+#[tokio::test]
+async fn channels_start_where_nsqd_starts_them() {
+    // Notes §2.6.2: a channel sees what is published after it exists; the first channel of a
+    // topic also gets what was published while there was none. Tests create channels first.
+    let s = server(Extensions::None).await;
+    let mut producer = Wire::open(&s, 5000).await;
+    producer.send(&pub_cmd("t", None, b"early")).await;
+    producer.reply().await.expect("OK");
+    let mut first = Wire::open(&s, 5000).await;
+    first.send(b"SUB t first\n").await;
+    first.reply().await.expect("OK");
+    let mut second = Wire::open(&s, 5000).await;
+    second.send(b"SUB t second\n").await;
+    second.reply().await.expect("OK");
+    producer.send(&pub_cmd("t", None, b"late")).await;
+    producer.reply().await.expect("OK");
+    for (wire, expect) in [(&mut first, &b"early"[..]), (&mut second, b"late")] {
+        wire.send(b"RDY 1\n").await;
+        let (_, message) = wire.reply().await.expect("message");
+        assert_eq!(&message[26..], expect);
+    }
+}
+
+#[tokio::test]
+async fn http_api_pub_mpub_stats_and_deletes() {
+    let s = server(Extensions::None).await;
+    assert_eq!(
+        http(s.http_addr(), "GET", "/ping", b"").await,
+        (200, b"OK".to_vec())
+    );
+    assert_eq!(
+        http(s.http_addr(), "POST", "/pub?topic=h", b"one").await.0,
+        200
+    );
+    assert_eq!(
+        http(s.http_addr(), "POST", "/mpub?topic=h", b"two\nthree\n")
+            .await
+            .0,
+        200
+    );
+    let binary = [
+        &2u32.to_be_bytes()[..],
+        &1u32.to_be_bytes(),
+        b"4",
+        &1u32.to_be_bytes(),
+        b"5",
+    ]
+    .concat();
+    assert_eq!(
+        http(s.http_addr(), "POST", "/mpub?topic=h&binary=true", &binary)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        http(s.http_addr(), "GET", "/pub?topic=h", b"x").await.0,
+        405
+    );
+    assert_eq!(
+        http(s.http_addr(), "POST", "/pub?topic=h", b"").await.1,
+        br#"{"message":"MSG_EMPTY"}"#
+    );
+    assert_eq!(http(s.http_addr(), "POST", "/pub", b"x").await.0, 400);
+    assert_eq!(
+        http(
+            s.http_addr(),
+            "POST",
+            "/channel/create?topic=h&channel=c",
+            b""
+        )
+        .await
+        .0,
+        200
+    );
+    let (_, raw) = http(s.http_addr(), "GET", "/stats?format=json", b"").await;
+    let stats: serde_json::Value = serde_json::from_slice(&raw).expect("json");
+    assert_eq!(stats["topics"][0]["message_count"], 5);
+    assert_eq!(
+        stats["topics"][0]["channels"][0]["depth"], 5,
+        "the first channel gets the backlog"
+    );
+    assert_eq!(
+        http(
+            s.http_addr(),
+            "POST",
+            "/channel/delete?topic=h&channel=c",
+            b""
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(
+        http(
+            s.http_addr(),
+            "POST",
+            "/channel/delete?topic=h&channel=c",
+            b""
+        )
+        .await
+        .0,
+        404
+    );
+    assert_eq!(
+        http(s.http_addr(), "POST", "/topic/delete?topic=h", b"")
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        http(s.http_addr(), "POST", "/topic/delete?topic=h", b"")
+            .await
+            .0,
+        404
+    );
+}
+
+#[tokio::test]
+async fn touch_cannot_hold_a_message_past_max_msg_timeout() {
+    let s = TestServer::start(Options {
+        max_msg_timeout: Duration::from_millis(1500),
+        ..Options::default()
+    })
+    .await
+    .expect("server");
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB t c\n").await;
+    wire.reply().await.expect("OK");
+    wire.send(&pub_cmd("t", None, b"held")).await;
+    wire.reply().await.expect("OK");
+    wire.send(b"RDY 2\n").await;
+    let (_, first) = wire.reply().await.expect("message");
+    let delivered = Instant::now();
+    let mut touch = b"TOUCH ".to_vec();
+    touch.extend_from_slice(&first[10..26]);
+    touch.push(b'\n');
+    // Touch every 200 ms (the message timeout is 1 s): it still comes back once 1.5 s passed.
+    let again = loop {
+        tokio::select! {
+            frame = wire.reply() => break frame.expect("redelivery"),
+            _ = tokio::time::sleep(Duration::from_millis(200)) => wire.send(&touch).await,
+        }
+    };
+    let held = delivered.elapsed();
+    assert_eq!(u16::from_be_bytes([again.1[8], again.1[9]]), 2);
+    assert!(
+        held >= Duration::from_millis(1400) && held < Duration::from_millis(2500),
+        "{held:?}"
+    );
+}
+
+#[tokio::test]
+async fn ephemeral_channels_go_with_their_last_client() {
+    let s = server(Extensions::None).await;
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB t c#ephemeral\n").await;
+    wire.reply().await.expect("OK");
+    assert_ne!(
+        channel_stats(&s, "t", None, "c#ephemeral").await,
+        serde_json::Value::Null
+    );
+    drop(wire);
+    eventually("the channel is gone", async || {
+        channel_stats(&s, "t", None, "c#ephemeral").await == serde_json::Value::Null
+    })
+    .await;
+}

@@ -1,0 +1,87 @@
+//! `[rocketmq]` and `[nsq]`: the sections of the two networked backends.
+//!
+//! They are plain settings of the facade, parsed whether or not the backend is compiled in, so
+//! a config file stays valid across builds; the factory maps them onto each backend's own
+//! config type.
+
+use serde::Deserialize;
+
+/// `[rocketmq]`: a RocketMQ cluster reached through its name servers.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RocketmqSection {
+    /// Name servers, `host:port`; tried in turn when one fails.
+    pub name_servers: Vec<String>,
+    /// Namespace prefixed to every topic and group (`ns%name`); empty for none.
+    pub namespace: String,
+    /// Prefix of the consumer group that backs each subscription.
+    pub group_prefix: String,
+    /// Timeout of sends and other requests, in milliseconds.
+    pub send_timeout_ms: u64,
+    /// Messages per pull request.
+    pub poll_batch: u32,
+    /// How often acknowledged offsets are persisted to the broker, in milliseconds.
+    pub persist_interval_ms: u64,
+}
+
+impl Default for RocketmqSection {
+    fn default() -> Self {
+        RocketmqSection {
+            name_servers: vec!["127.0.0.1:9876".into()],
+            namespace: String::new(),
+            group_prefix: String::new(),
+            send_timeout_ms: 3000,
+            poll_batch: 32,
+            persist_interval_ms: 1000,
+        }
+    }
+}
+
+/// Which NSQ server flavour `[nsq]` talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NsqExtensions {
+    /// Upstream nsqd: no offsets (no seek, readers or latest id), best-effort order.
+    #[default]
+    None,
+    /// Servers with partitions and offsets (the Youzan extensions): seek and strict order.
+    Partitions,
+}
+
+/// `[nsq]`: NSQ-protocol servers.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NsqSection {
+    /// nsqd TCP addresses, `host:port`.
+    pub nsqd: Vec<String>,
+    /// The HTTP address of each nsqd, same order: needed to seek, list, delete and start a
+    /// subscription at `latest`.
+    pub nsqd_http: Vec<String>,
+    /// nsqlookupd HTTP addresses; when set, consumers discover nsqds through them.
+    pub lookupd: Vec<String>,
+    /// Most unacknowledged messages a consumer holds.
+    pub max_in_flight: u32,
+    /// Deliveries after which a message is given up; 0 never gives up.
+    pub max_attempts: u16,
+    /// Requeue delay per attempt, in milliseconds.
+    pub requeue_delay_ms: u64,
+    /// Server flavour.
+    pub extensions: NsqExtensions,
+    /// The partition channels live in (with `extensions = "partitions"`).
+    pub partition: u32,
+}
+
+impl Default for NsqSection {
+    fn default() -> Self {
+        NsqSection {
+            nsqd: vec!["127.0.0.1:4150".into()],
+            nsqd_http: Vec::new(),
+            lookupd: Vec::new(),
+            max_in_flight: 256,
+            max_attempts: 0,
+            requeue_delay_ms: 1000,
+            extensions: NsqExtensions::None,
+            partition: 0,
+        }
+    }
+}
