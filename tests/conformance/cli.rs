@@ -309,7 +309,7 @@ fn out_of_range_options_are_usage_errors_not_panics() {
         (vec!["demo", "--rounds", &max], "--rounds"),
         (
             vec!["--backend", "kafka", "topics"],
-            "[possible values: rocksmq, memory]",
+            "[possible values: rocksmq, rocketmq, nsq, memory]",
         ),
     ];
     for (args, needle) in cases {
@@ -329,7 +329,7 @@ fn out_of_range_options_are_usage_errors_not_panics() {
     }
     let help = msgstream(&["-h"], &[]);
     assert!(
-        stdout(&help).contains("[possible values: rocksmq, memory]"),
+        stdout(&help).contains("[possible values: rocksmq, rocketmq, nsq, memory]"),
         "{}",
         stdout(&help)
     );

@@ -148,6 +148,8 @@ pub trait Consumer: Send + Sync {
 
     /// Records that `message` (and, on ordered backends, everything before it) was processed.
     /// A message of an earlier delivery (before a seek or reconnect) is `Error::StaleDelivery`.
+    /// Returns once the acknowledgement would survive this process dying (it reached the broker
+    /// or the embedded store's log), so a restarted consumer never gets it again.
     async fn ack(&self, message: &Message) -> Result<()>;
 
     /// A handle acking this consumer's deliveries from another task (see [`Acker`]).
