@@ -22,14 +22,12 @@ impl Factory {
     /// Opens (or connects to) the configured backend.
     pub async fn new(config: &Config) -> Result<Factory> {
         let client = open_client(config).await?;
-        let options = StreamOptions {
-            buffer: config.stream.buffer.max(1),
-            retry: RetryPolicy {
+        let options = StreamOptions::default()
+            .with_buffer(config.stream.buffer.max(1))
+            .with_retry(RetryPolicy {
                 attempts: config.stream.retry_attempts.max(1),
                 ..RetryPolicy::default()
-            },
-            ..StreamOptions::default()
-        };
+            });
         Ok(Factory {
             backend: config.backend,
             client,

@@ -51,7 +51,14 @@ async fn broker_restart_mid_stream() {
                     .parse::<usize>()
                     .expect("number"),
             );
-            consumer.ack(&m).await.expect("ack");
+            // An ack is durable when it returns; while the broker restarts it fails
+            // (transiently) and is simply made again.
+            let mut attempts = 0;
+            while let Err(e) = consumer.ack(&m).await {
+                assert!(e.is_transient() && attempts < 600, "ack: {e:?}");
+                attempts += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
         }
         seen
     });

@@ -15,7 +15,10 @@ pub enum InitialPosition {
 }
 
 /// How to subscribe a consumer.
+///
+/// `#[non_exhaustive]`: build with [`ConsumerOptions::new`] and the `with_*` methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConsumerOptions {
     /// Channel (topic) to consume.
     pub topic: String,
@@ -36,6 +39,12 @@ impl ConsumerOptions {
             initial_position: InitialPosition::Earliest,
             buffer: 1024,
         }
+    }
+
+    /// Same options, holding at most `buffer` received messages in memory.
+    pub fn with_buffer(mut self, buffer: usize) -> Self {
+        self.buffer = buffer;
+        self
     }
 
     /// Same options, starting a new subscription at `position`.

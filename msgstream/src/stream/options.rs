@@ -11,7 +11,11 @@ use crate::tt::LatePolicy;
 pub const MAX_BUFFER: usize = 1 << 24;
 
 /// How a stream is built.
+///
+/// `#[non_exhaustive]`: start from `StreamOptions::default()` and change fields, or chain the
+/// `with_*` methods, so an option added later breaks no caller.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StreamOptions {
     /// Capacity of the stream's queues, in messages (per channel for the tt stream). Bounds the
     /// memory a channel that is ahead can take.
@@ -43,5 +47,43 @@ impl Default for StreamOptions {
             auto_commit: true,
             max_held_per_channel: 1 << 16,
         }
+    }
+}
+
+impl StreamOptions {
+    /// Same options with queue capacity `buffer` per channel.
+    pub fn with_buffer(mut self, buffer: usize) -> Self {
+        self.buffer = buffer;
+        self
+    }
+
+    /// Same options with `retry` for creating producers and consumers.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Same options decoding with `registry`.
+    pub fn with_registry(mut self, registry: Arc<DecoderRegistry>) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Same options with `late_policy` for the tt stream.
+    pub fn with_late_policy(mut self, late_policy: LatePolicy) -> Self {
+        self.late_policy = late_policy;
+        self
+    }
+
+    /// Same options with auto-commit on or off.
+    pub fn with_auto_commit(mut self, auto_commit: bool) -> Self {
+        self.auto_commit = auto_commit;
+        self
+    }
+
+    /// Same options with the tt stream's per-channel cap of messages held without a tick.
+    pub fn with_max_held_per_channel(mut self, max_held: usize) -> Self {
+        self.max_held_per_channel = max_held;
+        self
     }
 }

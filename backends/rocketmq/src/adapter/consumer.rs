@@ -67,11 +67,12 @@ impl Acker for Acks {
         let next = offset_of(&message.id)? + 1;
         if self.acked.fetch_max(next, Ordering::AcqRel) < next {
             self.lite.update_offset(&self.queue, next)?;
-            // The mq contract: an ack that returned survives this process dying, so the offset
-            // goes to the broker now, not at the next periodic persist.
-            self.lite.persist_offset().await?;
         }
-        Ok(())
+        // The mq contract: an ack that returned survives this process dying, so the offset goes
+        // to the broker now, not at the next periodic persist. If that fails (a broker
+        // restarting), the offset stays marked and the error says so; acking again, or the
+        // periodic persist, sends it.
+        Ok(self.lite.persist_offset().await?)
     }
 }
 

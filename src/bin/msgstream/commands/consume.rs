@@ -12,7 +12,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{MsgPack, MsgPosition};
-use msgstream_facade::msgstream::stream::{MsgStream, StreamOptions};
+use msgstream_facade::msgstream::stream::MsgStream;
 use msgstream_facade::msgstream::tt::TtMsgStream;
 use msgstream_facade::{positions as positions_file, Error, Factory, Result};
 
@@ -68,10 +68,7 @@ impl Either {
             From::Earliest => InitialPosition::Earliest,
             From::Latest => InitialPosition::Latest,
         };
-        let options = StreamOptions {
-            auto_commit: false,
-            ..factory.stream_options().clone()
-        };
+        let options = factory.stream_options().clone().with_auto_commit(false);
         let client = factory.client();
         Ok(if args.tt {
             let mut s = TtMsgStream::new(client, options);
@@ -255,10 +252,8 @@ mod tests {
                 .await
                 .expect("send");
         }
-        let options = StreamOptions {
-            auto_commit: false,
-            ..StreamOptions::default()
-        };
+        let options =
+            msgstream_facade::msgstream::stream::StreamOptions::default().with_auto_commit(false);
         let mut stream = MsgStream::new(client.clone(), options);
         stream
             .as_consumer(&["c"], "g", InitialPosition::Earliest)
