@@ -29,7 +29,7 @@ mod nsq_partitions {
         tt_replay_determinism, tt_reports_garbage, exclusive_subscriptions,
         delete_subscription_and_topic, repeated_channel_names, plain_commit_semantics,
         tt_commit_semantics, tt_caps_a_channel_without_ticks, stream_ends_when_a_decoder_panics,
-        stream_interface_extras,
+        stream_interface_extras, plain_positions_carry_begin_ts,
     );
 }
 
@@ -49,6 +49,6 @@ mod nsq_upstream {
         tt_three_channels_aligned, tt_replay_determinism, tt_reports_garbage,
         exclusive_subscriptions, seek_outside_the_channel, repeated_channel_names,
         plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
-        stream_interface_extras,
+        stream_interface_extras, plain_positions_carry_begin_ts,
     );
 }

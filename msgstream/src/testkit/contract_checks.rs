@@ -611,3 +611,34 @@ pub async fn stream_interface_extras(client: Arc<dyn Client>) {
     }
     stream.close().await;
 }
+
+/// The plain stream stamps a message's position with its `begin_ts`, as Milvus does (a
+/// two-row insert written as one message: begin 5, end 9).
+pub async fn plain_positions_carry_begin_ts(client: Arc<dyn Client>) {
+    use crate::msg::{InsertRequest, MsgBase, MsgBody, MsgType};
+    let a = unique("begin-ts");
+    let two_rows = TsMsg::new(MsgBody::Insert(InsertRequest {
+        base: Some(MsgBase::new(MsgType::Insert as i32, 1, 9)),
+        timestamps: vec![5, 9],
+        row_ids: vec![1, 2],
+        num_rows: 2,
+        ..Default::default()
+    }));
+    let producer = client.create_producer(&a).await.expect("producer");
+    producer
+        .send(ProducerMessage::new(two_rows.encode()))
+        .await
+        .expect("send");
+    let mut stream = MsgStream::new(client.clone(), StreamOptions::default());
+    stream
+        .as_consumer(&[a.as_str()], "sub", InitialPosition::Earliest)
+        .await
+        .expect("as_consumer");
+    let pack = within("a pack", stream.next_pack())
+        .await
+        .expect("open")
+        .expect("pack");
+    assert_eq!((pack.begin_ts, pack.end_ts), (5, 9));
+    assert_eq!(pack.end_positions[0].timestamp, 5, "Milvus's BeginTs");
+    stream.close().await;
+}

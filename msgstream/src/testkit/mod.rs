@@ -131,6 +131,7 @@ macro_rules! contract_tests {
             tt_caps_a_channel_without_ticks,
             stream_ends_when_a_decoder_panics,
             stream_interface_extras,
+            plain_positions_carry_begin_ts,
         );
     };
     (@each $harness:path; $($check:ident),* $(,)?) => {
