@@ -105,12 +105,29 @@ fn bin_dir() -> PathBuf {
     dir
 }
 
+/// A port the servers can bind later: taken below the kernel's ephemeral range (32768 and up
+/// on Linux), so no client socket of this or another process is handed it in between, which
+/// port 0 allows. Checked free at pick time; the start is spread by process id and clock.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("test server setup")
-        .local_addr()
-        .expect("test server setup")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    let seed = std::process::id().wrapping_mul(7919)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+    loop {
+        let step = NEXT.fetch_add(1, Ordering::Relaxed).wrapping_mul(7);
+        let port = LOW + seed.wrapping_add(step) % SPAN;
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A broker port P with P-2 (fast channel) and P+1 (HA) free too.
