@@ -163,6 +163,7 @@ fn demo_on_every_backend_loses_and_duplicates_nothing() {
         let out = msgstream(&["--backend", backend, "topics"], &env);
         assert_eq!(stdout(&out), "", "{backend}: the demo deletes its channels");
     }
+    demo_on_networked_backends();
     // 34 channels put more messages in a round than the default tick spacing holds.
     let out = msgstream(
         &["--backend", "memory", "demo", "--channels", "34", "--quiet"],
@@ -174,6 +175,56 @@ fn demo_on_every_backend_loses_and_duplicates_nothing() {
         "{}",
         stdout(&out)
     );
+}
+
+/// The demo over the servers the tests start: RocketMQ's shared cluster, and an NSQ test
+/// server in partitions mode (the one that can seek, which the demo's resume needs).
+fn demo_on_networked_backends() {
+    let mut runs: Vec<(&str, Vec<(String, String)>)> = Vec::new();
+    #[cfg(feature = "rocketmq")]
+    {
+        let namesrv = msgstream_rocketmq::testserver::shared().namesrv.clone();
+        runs.push((
+            "rocketmq",
+            vec![(
+                "MSGSTREAM_ROCKETMQ__NAME_SERVERS".into(),
+                format!("[{namesrv:?}]"),
+            )],
+        ));
+    }
+    #[cfg(feature = "nsq")]
+    let (runtime, server) = {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let server = runtime.block_on(crate::harness::nsq_server(true));
+        (runtime, server)
+    };
+    #[cfg(feature = "nsq")]
+    runs.push((
+        "nsq",
+        vec![
+            (
+                "MSGSTREAM_NSQ__NSQD".into(),
+                format!("[{:?}]", server.tcp_addr().to_string()),
+            ),
+            (
+                "MSGSTREAM_NSQ__NSQD_HTTP".into(),
+                format!("[{:?}]", server.http_addr().to_string()),
+            ),
+            ("MSGSTREAM_NSQ__EXTENSIONS".into(), "partitions".into()),
+        ],
+    ));
+    for (backend, env) in runs {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = msgstream(&["--backend", backend, "demo", "--quiet"], &env);
+        assert!(out.status.success(), "{backend}: {}", stderr(&out));
+        assert!(
+            demo_line(&out).ends_with(" lost=0 duplicated=0"),
+            "{backend}: {}",
+            stdout(&out)
+        );
+    }
+    #[cfg(feature = "nsq")]
+    drop((server, runtime));
 }
 
 /// Arguments, environment, and a word the error must contain.
