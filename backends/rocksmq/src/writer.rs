@@ -329,6 +329,40 @@ mod tests {
     use crate::topics::Topics;
     use crate::Durability;
 
+    /// A leader that unwinds (its commit panicked) hands the leadership back and answers every
+    /// queued producer with an error: nobody waits forever, and the next producer leads.
+    #[tokio::test]
+    async fn a_leader_that_unwinds_answers_the_queued_producers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), Durability::Buffered).expect("open");
+        let topics = store.with(Topics::load).expect("topics");
+        let topic = store
+            .with(|db| topics.get_or_create(db, "t"))
+            .expect("topic");
+        let writer = Writer::new(1 << 20, false);
+        let batch = || vec![ProducerMessage::new("x")];
+        let Ok(Role::Lead(_group)) = writer.enqueue(topic.clone(), batch()) else {
+            panic!("the first caller leads");
+        };
+        let Ok(Role::Follow(answer)) = writer.enqueue(topic.clone(), batch()) else {
+            panic!("the second caller follows");
+        };
+        // What unwinding out of `lead` does: the guard is dropped without finishing.
+        drop(LeaderGuard {
+            writer: &writer,
+            done: false,
+        });
+        let answered = answer.await.expect("answered, not dropped");
+        assert!(
+            matches!(&answered, Err(Error::Backend { message, .. }) if message.contains("panicked")),
+            "{answered:?}"
+        );
+        let Ok(Role::Lead(group)) = writer.enqueue(topic, batch()) else {
+            panic!("the next caller leads again");
+        };
+        assert_eq!(writer.lead(&store, group).expect("written"), 1..2);
+    }
+
     /// Batches that queue up while a write is in progress go out together in the next one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
     #[expect(
