@@ -7,6 +7,8 @@ pub(crate) mod producers;
 pub(crate) mod pump;
 mod readers;
 mod repack;
+#[cfg(test)]
+mod rollback_tests;
 pub(crate) mod signal;
 
 pub(crate) use commit::CommitLog;

@@ -23,6 +23,9 @@ struct ConsumerSide {
     commits: CommitLog,
     /// The last message handed to the application (channel index, id), not yet committed.
     delivered: Option<(usize, MessageId)>,
+    /// Per channel, the last message handed to the application since the channel last moved:
+    /// where a seek that fails midway puts the channel back.
+    handed: Vec<Option<MessageId>>,
     /// A permanent failure ended the stream.
     failed: bool,
 }
@@ -106,6 +109,7 @@ impl MsgStream {
                 rx,
                 open: 0,
                 delivered: None,
+                handed: Vec::new(),
                 failed: false,
             }
         });
@@ -113,6 +117,7 @@ impl MsgStream {
             let topic = consumer.topic().to_string();
             let (_, acker) = side.pumps.add(consumer, side.tx.clone());
             side.commits.add_channel(acker, &topic);
+            side.handed.push(None);
             side.open += 1;
         }
         Ok(())
@@ -144,6 +149,9 @@ impl MsgStream {
                 side.commits.received(channel, token, true);
             }
             if let Some(id) = handed {
+                if let Some(slot) = side.handed.get_mut(channel) {
+                    *slot = Some(id.clone());
+                }
                 side.delivered = Some((channel, id));
             }
             match delivered.event {
@@ -243,9 +251,34 @@ impl MsgStream {
             .map(|(p, (_, id))| (p.channel_name.clone(), id.clone()))
             .collect();
         precheck_targets(client.as_ref(), &named, inclusive).await?;
-        for (index, id) in targets {
-            side.pumps.seek(index, &id, inclusive).await?;
+        // A channel put back resumes right after the last message the application had from
+        // it, or else at the first one its pump had received.
+        let handed = &side.handed;
+        let sought = side
+            .pumps
+            .seek_all(&targets, inclusive, |index, first| {
+                match handed.get(index).cloned().flatten() {
+                    Some(last) => Some((last, false)),
+                    None => first.map(|id| (id, true)),
+                }
+            })
+            .await;
+        let moved: Vec<usize> = match sought {
+            Ok(()) => targets.iter().map(|(index, _)| *index).collect(),
+            Err(failed) => {
+                // Tokens received before the move carry the old delivery epoch: dropped, so
+                // the messages they stand for are acked when they come again.
+                for index in failed.restored {
+                    side.commits.reset(index);
+                }
+                return Err(failed.error);
+            }
+        };
+        for index in moved {
             side.commits.reset(index);
+            if let Some(slot) = side.handed.get_mut(index) {
+                *slot = None;
+            }
             if side.delivered.as_ref().is_some_and(|(c, _)| *c == index) {
                 side.delivered = None;
             }

@@ -65,6 +65,19 @@ pub(crate) struct Delivered {
 struct Parked {
     consumer: Box<dyn Consumer>,
     pending: VecDeque<Delivered>,
+    /// The first message received since the consumer started or last moved: where to put it
+    /// back when nothing of this generation reached the application yet.
+    first_received: Option<MessageId>,
+}
+
+/// Where to put a channel back if a seek of a later channel fails.
+pub(crate) type Rewind = Option<(MessageId, bool)>;
+
+/// A multi-channel seek that failed: the error, and the channels that had moved and were put
+/// back to their rewind points (their deliveries restart from there, in a new generation).
+pub(crate) struct SeekFailed {
+    pub(crate) error: Error,
+    pub(crate) restored: Vec<usize>,
 }
 
 enum SlotState {
@@ -143,6 +156,7 @@ impl Pumps {
             state: SlotState::Parked(Box::new(Parked {
                 consumer,
                 pending: VecDeque::new(),
+                first_received: None,
             })),
             signal: Arc::new(PumpSignal::default()),
         });
@@ -255,24 +269,84 @@ impl Pumps {
     }
 
     /// Seeks one channel's consumer and restarts it. On success, deliveries queued before are
-    /// discarded (a new generation); on failure nothing changes: the pump goes on where it was,
-    /// with everything it held.
+    /// discarded (a new generation) and the first id the old generation received is returned;
+    /// on failure nothing changes: the pump goes on where it was, with everything it held.
     pub(crate) async fn seek(
         &mut self,
         index: usize,
         id: &MessageId,
         inclusive: bool,
-    ) -> Result<()> {
+    ) -> Result<Option<MessageId>> {
         let parked = self.park(index).await?;
         let result = parked.consumer.seek(id, inclusive).await;
-        if result.is_ok() {
+        let result = result.map(|()| {
             parked.pending.clear();
+            parked.first_received.take()
+        });
+        if result.is_ok() {
             if let Some(slot) = self.slots.get_mut(index) {
                 slot.generation += 1;
             }
         }
         self.start(index);
         result
+    }
+
+    /// Seeks every target in turn, so that a failure changes nothing: when one channel's seek
+    /// fails, the channels moved before it are sought back to the point `rewind` names for
+    /// each (given the first id its pump had received since it last moved). Checks that can
+    /// fail before anything moves belong to the caller; this covers a backend call failing
+    /// midway. If a channel cannot be put back, the error says which and why.
+    pub(crate) async fn seek_all(
+        &mut self,
+        targets: &[(usize, MessageId)],
+        inclusive: bool,
+        mut rewind: impl FnMut(usize, Option<MessageId>) -> Rewind,
+    ) -> std::result::Result<(), SeekFailed> {
+        let mut moved: Vec<(usize, Rewind)> = Vec::with_capacity(targets.len());
+        for (index, id) in targets {
+            let error = match self.seek(*index, id, inclusive).await {
+                Ok(first) => {
+                    moved.push((*index, rewind(*index, first)));
+                    continue;
+                }
+                Err(error) => error,
+            };
+            let mut restored = Vec::with_capacity(moved.len());
+            let mut stuck = Vec::new();
+            for (back_index, back) in moved {
+                let channel = self
+                    .slots
+                    .get(back_index)
+                    .map(|s| s.channel.clone())
+                    .unwrap_or_default();
+                let outcome = match back {
+                    Some((back_id, back_inclusive)) => {
+                        self.seek(back_index, &back_id, back_inclusive).await
+                    }
+                    None => Err(Error::InvalidArgument(
+                        "nothing was received from it since it last moved".into(),
+                    )),
+                };
+                match outcome {
+                    Ok(_) => restored.push(back_index),
+                    Err(e) => stuck.push(format!("{channel:?} ({e})")),
+                }
+            }
+            let error = if stuck.is_empty() {
+                error
+            } else {
+                Error::backend(
+                    "msgstream",
+                    format!(
+                        "seek failed ({error}), and channels moved before the failure could not be put back, so they now read from their seek targets: {}",
+                        stuck.join(", ")
+                    ),
+                )
+            };
+            return Err(SeekFailed { error, restored });
+        }
+        Ok(())
     }
 
     /// The newest id of one channel, asked of its consumer.
@@ -359,6 +433,9 @@ impl PumpContext {
                 None
             }
             Ok(batch) => {
+                if parked.first_received.is_none() {
+                    parked.first_received = batch.first().map(|m| m.id.clone());
+                }
                 for msg in batch {
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
                     let _entered = span.enter();

@@ -201,6 +201,16 @@ impl TimetickAligner {
         Ok(())
     }
 
+    /// Drops what `channel` has buffered, for a driver that will feed it again from the
+    /// channel's resume point ([`Self::positions`]): ticks already counted are not lowered,
+    /// and messages come back in their order.
+    pub fn forget_buffered(&mut self, channel: usize) {
+        if let Some(state) = self.channels.get_mut(channel) {
+            self.buffered -= state.buffered.len();
+            state.buffered.clear();
+        }
+    }
+
     /// Cuts the next pack if the watermark has risen above the last `end_ts`.
     pub fn pop_pack(&mut self) -> Option<MsgPack> {
         let watermark = self.watermark().filter(|w| *w > self.last_end)?;

@@ -379,8 +379,30 @@ impl TtMsgStream {
             .map(|(p, id)| (p.channel_name.clone(), id.clone()))
             .collect();
         precheck_targets(client.as_ref(), &named, true).await?;
-        for (index, id) in ids.iter().enumerate() {
-            side.pumps.seek(index, id, true).await?;
+        // A channel put back re-reads from where it would resume now (the first message its
+        // aligner holds, or its last tick), or else from the first message its pump received.
+        let resume_points = side.aligner.positions();
+        let targets: Vec<(usize, MessageId)> = ids.into_iter().enumerate().collect();
+        let sought = side
+            .pumps
+            .seek_all(&targets, true, |index, first| {
+                let here = resume_points
+                    .get(index)
+                    .filter(|p| !p.msg_id.is_empty())
+                    .and_then(|p| resolve_position(client.as_ref(), p).ok());
+                here.or(first).map(|id| (id, true))
+            })
+            .await;
+        if let Err(failed) = sought {
+            for index in failed.restored {
+                // What it held comes again from its pump; the tokens of the old delivery
+                // epoch go (the messages are acked when they come again).
+                side.aligner.forget_buffered(index);
+                side.commits.reset(index);
+            }
+            return Err(failed.error);
+        }
+        for index in 0..targets.len() {
             side.commits.reset(index);
         }
         side.delivered = None;
