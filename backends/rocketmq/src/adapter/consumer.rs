@@ -15,7 +15,7 @@ use super::client::Shared;
 use super::lease::Lease;
 use super::{broker_name, checked_offset, id_of, offset_of, to_message};
 use crate::consumer::{ConsumeFrom, ConsumerOptions as LiteOptions, LitePullConsumer};
-use crate::MessageQueue;
+use crate::{MessageQueue, BACKEND};
 
 /// Process-wide delivery epochs: every consumer and every seek gets a new one.
 static EPOCHS: AtomicU64 = AtomicU64::new(1);
@@ -72,7 +72,20 @@ impl Acker for Acks {
         // to the broker now, not at the next periodic persist. If that fails (a broker
         // restarting), the offset stays marked and the error says so; acking again, or the
         // periodic persist, sends it.
-        Ok(self.lite.persist_offset().await?)
+        match self.lite.persist_offset().await {
+            Ok(()) => Ok(()),
+            // The topic had a route when this consumer opened. While its broker restarts, the
+            // name servers drop the broker and with it the route, until it registers again: a
+            // missing route here is most likely that window, so the ack is worth making again.
+            // (A deletion by another process looks the same from here: acks keep failing.)
+            Err(crate::Error::TopicNotFound(topic)) => Err(Error::transient(
+                BACKEND,
+                format!(
+                    "offset of topic {topic:?} not persisted: the topic has no route now (its broker may be restarting); the offset is kept and sent again by the next ack or periodic persist"
+                ),
+            )),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
