@@ -8,5 +8,5 @@ mod backends;
 mod capabilities;
 mod cli;
 mod harness;
-#[cfg(any(feature = "rocksmq", feature = "rocketmq"))]
+#[cfg(any(feature = "rocksmq", feature = "rocketmq", feature = "nsq"))]
 mod restart;

@@ -260,3 +260,22 @@ async fn rocketmq_restart_from_subscription_after_sigkill() {
     ))
     .await;
 }
+
+/// With the partition/offset extensions: a restart resumes at the channel's confirmed offset,
+/// in order. (Upstream nsqd redelivers a killed consumer's messages only after they time out,
+/// in no order: that mode promises at-least-once of messages, not of packs.)
+#[cfg(feature = "nsq")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nsq_partitions_restart_from_subscription_after_sigkill() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let server = crate::harness::nsq_server(true).await;
+    restart_from_subscription(&format!(
+        "backend = \"nsq\"\n[nsq]\nnsqd = [{:?}]\nnsqd_http = [{:?}]\nextensions = \"partitions\"\nmax_in_flight = 64\n",
+        server.tcp_addr().to_string(),
+        server.http_addr().to_string()
+    ))
+    .await;
+    drop(server);
+}

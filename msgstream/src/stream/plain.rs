@@ -220,6 +220,8 @@ impl MsgStream {
     /// Moves each named channel's subscription to its position: the message at `msg_id` is the
     /// next one delivered when `inclusive`, else the one right after it. Channels not named keep
     /// going. Unsubscribed channels and undecodable ids are errors, checked before anything moves.
+    /// If a backend call fails midway, the channels moved before it are put back right after
+    /// the last message the application had from each: a failed seek changes nothing.
     pub async fn seek(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
         let client = self.client.clone();
         let side = self

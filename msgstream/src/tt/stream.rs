@@ -357,7 +357,9 @@ impl TtMsgStream {
     /// Resumes from stored positions (one per subscribed channel, any order): each channel is
     /// re-read inclusively from its `msg_id`, and messages at or below its `timestamp` are
     /// dropped. Everything is checked before anything moves, and a seek the backend refuses
-    /// (an id past the end, or below retention) leaves the stream as it was.
+    /// (an id past the end, or below retention) leaves the stream as it was. If a backend call
+    /// still fails midway, the channels moved before it are put back at the aligner's resume
+    /// point and the same packs follow as without the seek.
     pub async fn seek(&mut self, positions: &[MsgPosition]) -> Result<()> {
         let client = self.client.clone();
         let late_policy = self.options.late_policy;

@@ -137,6 +137,54 @@ impl Admin {
         Ok(Some(channels))
     }
 
+    /// The channel's confirmed offset in the configured partition (every message below it is
+    /// finished), from the fork's `/stats`: the partition's end (`backend_depth`) minus the
+    /// channel's `depth_size`. `None` when the channel does not exist or the server does not
+    /// report both figures.
+    pub(crate) async fn confirmed_offset(&self, topic: &str, channel: &str) -> Result<Option<u64>> {
+        self.require("reading a channel's confirmed offset without nsqd_http")?;
+        for entry in self.topics(Some(topic)).await? {
+            if entry["topic_name"] != topic {
+                continue;
+            }
+            let Some(end) = entry["backend_depth"].as_u64() else {
+                continue;
+            };
+            for c in entry["channels"].as_array().cloned().unwrap_or_default() {
+                if c["channel_name"] == channel {
+                    if let Some(depth) = c["depth_size"].as_u64() {
+                        return Ok(Some(end.saturating_sub(depth)));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits until no nsqd lists a client of the channel: nsqd reads a connection's commands
+    /// in order and forgets it only after the last one, so by then everything a closed (or
+    /// killed) consumer sent is processed. Gives up after 10 s with a transient error (a
+    /// consumer of another process is still subscribed, or a dead connection has not timed
+    /// out yet).
+    pub(crate) async fn wait_until_unsubscribed(&self, topic: &str, channel: &str) -> Result<()> {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            let counts = self.channel_counts(topic, channel).await?;
+            if counts.is_none_or(|(_, _, clients)| clients == 0) {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(Error::transient(
+                    BACKEND,
+                    format!(
+                        "nsqd still lists a client of {topic}/{channel} (a consumer in another process, or a dead connection not timed out yet)"
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// `(depth, in_flight_count, client_count)` of one channel summed over the nsqds, `None`
     /// when no nsqd has it.
     pub(crate) async fn channel_counts(

@@ -186,7 +186,28 @@ impl NsqClient {
         }
         let channels = admin.channels(&options.topic).await?.unwrap_or_default();
         if channels.iter().any(|c| c.name == options.subscription) {
-            return Ok(None);
+            if self.shared.partition().is_none() {
+                return Ok(None);
+            }
+            // Resuming with offsets: restart at the confirmed offset, in order. Left alone, the
+            // server would hand a killed consumer's unfinished messages back only when they
+            // time out, after newer ones and in no order. The wait makes sure no earlier
+            // consumer of this subscription still holds messages the restart would skip.
+            admin
+                .wait_until_unsubscribed(&options.topic, &options.subscription)
+                .await?;
+            let confirmed = admin
+                .confirmed_offset(&options.topic, &options.subscription)
+                .await?;
+            if confirmed.is_none() {
+                tracing::warn!(
+                    topic = %options.topic,
+                    subscription = %options.subscription,
+                    "nsqd reports no confirmed offset (depth_size); resuming where the server \
+                     continues, which may deliver a killed consumer's unfinished messages late"
+                );
+            }
+            return Ok(confirmed.map(ConsumeOffset::VirtualQueue));
         }
         match (self.shared.partition(), options.initial_position) {
             (Some(_), InitialPosition::Earliest) => Ok(Some(ConsumeOffset::VirtualQueue(0))),

@@ -186,33 +186,6 @@ impl NsqConsumer {
         })
     }
 
-    /// Waits until nsqd has let go of the stopped consumer's connections: it reads a
-    /// connection's commands in order, so by then every REQ sent at the stop is processed and
-    /// the offset set next cannot be overtaken by one of them.
-    async fn settled(&self) -> Result<()> {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let counts = self
-                .shared
-                .admin
-                .channel_counts(&self.topic, &self.subscription)
-                .await?;
-            if counts.is_none_or(|(_, _, clients)| clients == 0) {
-                return Ok(());
-            }
-            if std::time::Instant::now() >= deadline {
-                return Err(Error::transient(
-                    BACKEND,
-                    format!(
-                        "nsqd still lists a client of {}/{} after the seek's stop",
-                        self.topic, self.subscription
-                    ),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-
     /// Stops the server's deliveries, requeues the unacked in id order (so they come back
     /// first and in order), then stops the push consumer gracefully.
     async fn shut(&mut self) {
@@ -319,7 +292,10 @@ impl Consumer for NsqConsumer {
             position.offset + u64::from(position.raw_size)
         };
         self.shut().await;
-        self.settled().await?;
+        self.shared
+            .admin
+            .wait_until_unsubscribed(&self.topic, &self.subscription)
+            .await?;
         self.acks.epoch.fetch_add(1, Ordering::AcqRel);
         let config = self.shared.consumer_config(
             &self.topic,

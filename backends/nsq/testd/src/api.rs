@@ -199,7 +199,8 @@ impl Nsqd {
         let existed = part.channels.contains_key(&channel);
         let cursor = offset.index_in(part);
         if !(existed && matches!(offset, crate::commands::Offset::Latest)) {
-            part.channel(&channel).reset(cursor);
+            let owners = part.channel(&channel).reset(cursor);
+            store.release_in_flight(owners);
         } else {
             part.channel(&channel);
         }
@@ -229,16 +230,18 @@ impl Nsqd {
             }
             Admin::Empty => {
                 let mut found = false;
+                let mut owners = Vec::new();
                 for part in t.partitions.values_mut() {
                     let end = part.log.len();
                     if let Some(c) = part.channels.get_mut(&channel) {
-                        c.reset(end);
+                        owners.extend(c.reset(end));
                         found = true;
                     }
                 }
                 if !found {
                     return Response::error(404, "CHANNEL_NOT_FOUND");
                 }
+                store.release_in_flight(owners);
             }
             Admin::Delete => {
                 let mut found = false;
@@ -345,7 +348,7 @@ fn stats(shared: &Shared, req: &Request) -> Value {
                             })
                         })
                         .collect();
-                    json!({
+                    let mut entry = json!({
                         "channel_name": cname,
                         "depth": ch.depth(part.log.len()),
                         "backend_depth": 0,
@@ -357,7 +360,12 @@ fn stats(shared: &Shared, req: &Request) -> Value {
                         "client_count": ch.clients.len(),
                         "clients": clients,
                         "paused": false,
-                    })
+                    });
+                    if shared.options.extensions.partitions() {
+                        let confirmed = ch.confirmed_offset(&part.log, part.next_offset);
+                        entry["depth_size"] = json!(part.next_offset - confirmed);
+                    }
+                    entry
                 })
                 .collect();
             let depth = if part.channels.is_empty() {
@@ -374,6 +382,9 @@ fn stats(shared: &Shared, req: &Request) -> Value {
                 "paused": false,
             });
             if shared.options.extensions.partitions() {
+                // The fork reports the partition's end offset here (`TotalDataSize`), and a
+                // channel's `depth_size` as that end minus its confirmed offset.
+                entry["backend_depth"] = json!(part.next_offset);
                 entry["topic_partition"] = json!(pid.to_string());
                 entry["topic_full_name"] = json!(format!("{name}-{pid}"));
             }

@@ -76,10 +76,27 @@ impl Channel {
         });
     }
 
-    /// Moves the cursor (SUB_ADVANCED): forgets what was waiting.
-    pub fn reset(&mut self, cursor: usize) {
+    /// Moves the cursor (SUB_ADVANCED, `/channel/setoffset`, `/channel/empty`): forgets what
+    /// was waiting and what was in flight, as both servers do (nsqd's `Empty` and the fork's
+    /// reader reset both start a new in-flight queue). Returns the clients whose in-flight
+    /// counts must drop, one entry per forgotten message; a later FIN of one of them fails.
+    #[must_use = "the owners' in-flight counts must be released"]
+    pub fn reset(&mut self, cursor: usize) -> Vec<ClientId> {
         self.cursor = cursor;
         self.waiting.clear();
+        self.in_flight.drain().map(|(_, f)| f.client).collect()
+    }
+
+    /// The lowest virtual-queue offset not yet finished (the fork's *confirmed* offset):
+    /// every message below it was finished, so a consumer restarting there loses nothing.
+    pub fn confirmed_offset(&self, log: &[Stored], end: u64) -> u64 {
+        let cursor = log.get(self.cursor).map_or(end, |m| m.offset);
+        self.in_flight
+            .values()
+            .map(|f| f.index)
+            .chain(self.waiting.iter().map(|w| w.index))
+            .filter_map(|i| log.get(i).map(|m| m.offset))
+            .fold(cursor, u64::min)
     }
 }
 
@@ -216,6 +233,15 @@ impl Store {
                     expire(channel, clients, now);
                     deliver(topic_name, *pid, &partition.log, channel, clients, now);
                 }
+            }
+        }
+    }
+
+    /// Releases the in-flight counts of messages a channel reset forgot.
+    pub fn release_in_flight(&mut self, owners: Vec<ClientId>) {
+        for owner in owners {
+            if let Some(client) = self.clients.get_mut(&owner) {
+                client.in_flight = client.in_flight.saturating_sub(1);
             }
         }
     }

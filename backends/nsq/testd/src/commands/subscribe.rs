@@ -60,13 +60,16 @@ impl Session {
             if matches!(kind, SubKind::Ordered) {
                 channel_state.ordered = true;
             }
+            let mut forgotten = Vec::new();
             if let Some(cursor) = target {
                 if channel_state.clients.is_empty() {
-                    channel_state.reset(cursor);
+                    forgotten = channel_state.reset(cursor);
                 }
             }
             channel_state.clients.push(self.id);
-            channel_state.ordered
+            let ordered = channel_state.ordered;
+            store.release_in_flight(forgotten);
+            ordered
         };
         if ordered_channel && !matches!(kind, SubKind::Ordered) {
             if let Some(c) = store
