@@ -481,3 +481,87 @@ async fn ephemeral_channels_go_with_their_last_client() {
     })
     .await;
 }
+
+/// The partition's end (`backend_depth`) of the fork's `/stats`.
+async fn partition_end(server: &TestServer, topic: &str, partition: u32) -> u64 {
+    let (_, body) = http(server.http_addr(), "GET", "/stats?format=json", b"").await;
+    let stats: serde_json::Value = serde_json::from_slice(&body).expect("stats json");
+    stats["topics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["topic_name"] == topic && t["topic_partition"] == partition.to_string())
+        .and_then(|t| t["backend_depth"].as_u64())
+        .expect("backend_depth")
+}
+
+#[tokio::test]
+async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
+    // The fork: a channel's `depth_size` is the partition end minus its confirmed offset (the
+    // lowest unfinished), and setting a consume offset starts a new in-flight queue.
+    let s = youzan().await;
+    let mut wire = Wire::open(&s, 5000).await;
+    wire.send(b"SUB_ADVANCED yz c 0\n").await;
+    wire.reply().await.expect("OK");
+    let mut producer = Wire::open(&s, 5000).await;
+    for body in [&b"one"[..], b"two", b"three"] {
+        producer.send(&pub_cmd("yz", Some(0), body)).await;
+        producer.reply().await.expect("OK");
+    }
+    let end = partition_end(&s, "yz", 0).await;
+    assert_eq!(end, 33 + 33 + 35, "raw sizes 4 + 26 + body");
+    wire.send(b"RDY 3\n").await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (kind, message) = wire.reply().await.expect("message");
+        assert_eq!(kind, 2);
+        ids.push(message[10..26].to_vec());
+    }
+    let fin = |id: &[u8]| [&b"FIN "[..], id, b"\n"].concat();
+    let depth_size = async || channel_stats(&s, "yz", Some(0), "c").await["depth_size"].as_u64();
+    assert_eq!(depth_size().await, Some(end), "nothing finished");
+    wire.send(&fin(&ids[1])).await;
+    eventually("the second FIN processed", async || {
+        channel_stats(&s, "yz", Some(0), "c").await["in_flight_count"] == 2
+    })
+    .await;
+    assert_eq!(
+        depth_size().await,
+        Some(end),
+        "the first is still unfinished"
+    );
+    wire.send(&fin(&ids[0])).await;
+    eventually("confirmed past the first two", async || {
+        depth_size().await == Some(35)
+    })
+    .await;
+    drop(wire);
+    eventually("the dead client forgotten", async || {
+        channel_stats(&s, "yz", Some(0), "c").await["client_count"] == 0
+    })
+    .await;
+    assert_eq!(
+        channel_stats(&s, "yz", Some(0), "c").await["in_flight_count"],
+        1,
+        "its unfinished message stays in flight until it times out"
+    );
+    let (status, _) = http(
+        s.http_addr(),
+        "POST",
+        "/channel/setoffset?topic=yz&channel=c&partition=0",
+        format!("virtual_queue:{}", end - 35).as_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        channel_stats(&s, "yz", Some(0), "c").await["in_flight_count"],
+        0,
+        "a reset forgets what was in flight"
+    );
+    let mut again = Wire::open(&s, 5000).await;
+    again.send(b"SUB_ADVANCED yz c 0\n").await;
+    again.reply().await.expect("OK");
+    again.send(b"RDY 3\n").await;
+    let (_, message) = again.reply().await.expect("message");
+    assert_eq!(&message[38..], b"three", "resumed at the confirmed offset");
+}
