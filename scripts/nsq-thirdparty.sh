@@ -3,10 +3,10 @@
 # into a virtualenv (once, under the cargo target dir), starts msgstream-nsq-testd on free
 # loopback ports, and runs scripts/nsq_thirdparty.py against it (PUB, MPUB, DPUB, consume,
 # FIN, REQ, TOUCH, then /stats must show nothing left). Exits non-zero on any failure.
+# `--venv-only` just makes the venv (the nsq bench uses it for pynsq's throughput figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --quiet -p msgstream-nsq-testd
 venv="$target/pynsq-venv"
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import nsq' 2>/dev/null; then
   rm -rf "$venv"
@@ -14,6 +14,8 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import nsq' 2>/dev/nu
   "$venv/bin/pip" install --quiet 'pynsq==0.9.1' 'tornado>=6,<7' \
     || { echo "nsq-thirdparty: pip could not install pynsq from PyPI" >&2; exit 1; }
 fi
+[ "${1:-}" = "--venv-only" ] && exit 0
+cargo build --quiet -p msgstream-nsq-testd
 out="$(mktemp)"
 "$target/debug/msgstream-nsq-testd" --tcp 127.0.0.1:0 --http 127.0.0.1:0 < <(sleep 120) > "$out" &
 server=$!

@@ -2,14 +2,33 @@
 //! 128-byte messages, each case beside its ceiling — a minimal raw-socket writer/reader in this
 //! same file that pipelines the same commands with no client logic — measured in the same run.
 //!
+//! A fair ceiling does the same work under the same constraints: the same number of
+//! acknowledged commands (every PUB/MPUB waits for its `OK`, every message is FINed) with the
+//! same number in flight. The client's concurrency is its callers' (tasks awaiting
+//! acknowledged sends), so the ceiling gets the same window: one task that writes whatever the
+//! window allows in one write, then reads replies and refills. Letting the ceiling stream every
+//! command without waiting would measure a different thing (an unbounded window no acknowledged
+//! caller can have).
+//!
 //! Cases (one line each):
-//! - `pub single`: PUB, 64 publishes in flight on one pooled connection (the client pipelines);
-//!   ceiling: one socket writing every PUB back to back while reading the OKs.
-//! - `pub mpub100`: MPUB of 100, 8 batches in flight; ceiling: the same MPUBs back to back.
+//! - `pub single`: 64 tasks each awaiting one PUB at a time on one pooled connection (the
+//!   client pipelines them); ceiling: one socket keeping 64 PUBs unacknowledged.
+//! - `pub mpub100`: MPUB of 100 from 8 tasks; ceiling: 8 MPUBs unacknowledged.
 //! - `sub max_in_flight=1|200`: receive and FIN a backlog; ceiling: SUB, RDY n, FIN each message
-//!   as it arrives.
+//!   as it arrives (the FINs of one read in one write).
+//! - `pynsq_pub`, `pynsq_sub` (third party, for scale, no ratio): pynsq 0.9.1 publishing with
+//!   64 PUBs in flight and consuming with max_in_flight 200, from
+//!   `scripts/nsq_thirdparty_bench.py`. They run when the venv of `scripts/nsq-thirdparty.sh`
+//!   exists under the target dir; `MSGSTREAM_BENCH_THIRDPARTY=1` makes the venv first (pip from
+//!   PyPI). Without either the bench says how to enable them instead of installing anything.
+//!
+//! The machine is shared, so each case runs `MSGSTREAM_BENCH_ROUNDS` times (default 3) on a
+//! fresh server, alternating which side goes first, and each side's median is printed.
+//! `MSGSTREAM_BENCH_CASES=pub` (or `sub`, `pynsq`, comma-separated) runs one kind of case.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+use std::path::PathBuf;
+use std::process::Command as Process;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,61 +70,59 @@ async fn raw_conn(server: &TestServer) -> TcpStream {
     s
 }
 
+/// The size of the first frame in `buf` if it is complete.
+fn whole_frame(buf: &[u8]) -> Option<usize> {
+    let size = u32::from_be_bytes(buf.get(..4)?.try_into().unwrap()) as usize;
+    (buf.len() >= 4 + size).then_some(4 + size)
+}
+
 /// Reads one frame; returns (type, data).
 async fn read_frame(s: &mut TcpStream, buf: &mut BytesMut) -> (i32, Bytes) {
     loop {
-        if buf.len() >= 8 {
-            let size = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-            if buf.len() >= 4 + size {
-                let mut frame = buf.split_to(4 + size).freeze();
-                let kind = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-                return (kind, frame.split_off(8));
-            }
+        if let Some(len) = whole_frame(buf) {
+            let mut frame = buf.split_to(len).freeze();
+            let kind = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+            return (kind, frame.split_off(8));
         }
         buf.reserve(64 * 1024);
         assert!(s.read_buf(buf).await.unwrap() > 0, "server closed");
     }
 }
 
-/// Writes `commands` `times` times back to back on one socket while reading `times` replies.
-async fn raw_pipeline(server: &TestServer, command: Vec<u8>, times: usize) -> Duration {
-    let s = raw_conn(server).await;
-    let (mut rd, mut wr) = s.into_split();
-    let start = Instant::now();
-    let writer = tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(command.len() * 64);
-        let mut left = times;
-        while left > 0 {
-            batch.clear();
-            for _ in 0..left.min(64) {
-                batch.extend_from_slice(&command);
-            }
-            left -= left.min(64);
-            wr.write_all(&batch).await.unwrap();
-        }
-        wr
-    });
+/// Sends `command` `times` times on one socket, never more than `window` unacknowledged: each
+/// pass writes what the window allows in one write, then reads and counts the replies.
+async fn raw_pipeline(
+    server: &TestServer,
+    command: &[u8],
+    times: usize,
+    window: usize,
+) -> Duration {
+    let mut s = raw_conn(server).await;
+    let mut out = Vec::with_capacity(command.len() * window);
     let mut buf = BytesMut::new();
-    let mut oks = 0;
-    while oks < times {
+    let (mut sent, mut acked) = (0, 0);
+    let start = Instant::now();
+    while acked < times {
+        out.clear();
+        while sent < times && sent - acked < window {
+            out.extend_from_slice(command);
+            sent += 1;
+        }
+        if !out.is_empty() {
+            s.write_all(&out).await.unwrap();
+        }
         buf.reserve(64 * 1024);
-        assert!(rd.read_buf(&mut buf).await.unwrap() > 0);
-        while buf.len() >= 4 {
-            let size = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-            if buf.len() < 4 + size {
-                break;
-            }
-            let _ = buf.split_to(4 + size);
-            oks += 1;
+        assert!(s.read_buf(&mut buf).await.unwrap() > 0, "server closed");
+        while let Some(len) = whole_frame(&buf) {
+            let _ = buf.split_to(len);
+            acked += 1;
         }
     }
-    let elapsed = start.elapsed();
-    drop(writer.await.unwrap());
-    elapsed
+    start.elapsed()
 }
 
 async fn fill(server: &TestServer, topic: &str, n: usize) {
-    raw_pipeline(server, mpub_cmd(topic, 100), n / 100).await;
+    raw_pipeline(server, &mpub_cmd(topic, 100), n / 100, 8).await;
 }
 
 /// SUB, RDY, and a FIN for every message as it arrives.
@@ -130,11 +147,7 @@ async fn raw_consume(server: &TestServer, topic: &str, rdy: u32, n: usize) -> Du
             fin.put_u8(b'\n');
             got += 1;
         }
-        let more = buf.len() >= 4 && {
-            let size = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-            buf.len() >= 4 + size
-        };
-        if !more {
+        if whole_frame(&buf).is_none() {
             s.write_all(&fin).await.unwrap();
             fin.clear();
         }
@@ -142,18 +155,14 @@ async fn raw_consume(server: &TestServer, topic: &str, rdy: u32, n: usize) -> Du
     start.elapsed()
 }
 
-fn producer(server: &TestServer) -> Arc<Producer> {
-    Arc::new(
+async fn client_pub(server: &TestServer, n: usize, batch: usize, concurrency: usize) -> Duration {
+    let producer = Arc::new(
         Producer::new(ProducerConfig {
             nsqd: vec![server.tcp_addr().to_string()],
             ..ProducerConfig::default()
         })
         .unwrap(),
-    )
-}
-
-async fn client_pub(server: &TestServer, n: usize, batch: usize, concurrency: usize) -> Duration {
-    let producer = producer(server);
+    );
     producer.publish("warm", &BODY).await.unwrap();
     let bodies: Arc<Vec<Bytes>> = Arc::new((0..batch).map(|_| Bytes::from_static(&BODY)).collect());
     let start = Instant::now();
@@ -178,7 +187,9 @@ async fn client_pub(server: &TestServer, n: usize, batch: usize, concurrency: us
     for task in tasks {
         task.await.unwrap();
     }
-    start.elapsed()
+    let elapsed = start.elapsed();
+    producer.close().await;
+    elapsed
 }
 
 async fn client_consume(
@@ -201,13 +212,109 @@ async fn client_consume(
     elapsed
 }
 
-fn line(case: &str, mode: &str, n: usize, client: Duration, ceiling: Duration) {
-    let rate = n as f64 / client.as_secs_f64();
-    let ceiling_rate = n as f64 / ceiling.as_secs_f64();
+fn median(mut rates: Vec<f64>) -> f64 {
+    rates.sort_by(f64::total_cmp);
+    let mid = rates.len() / 2;
+    if rates.len() % 2 == 1 {
+        rates[mid]
+    } else {
+        (rates[mid - 1] + rates[mid]) / 2.0
+    }
+}
+
+fn rounds() -> usize {
+    std::env::var("MSGSTREAM_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(3)
+}
+
+fn wanted(kind: &str) -> bool {
+    std::env::var("MSGSTREAM_BENCH_CASES")
+        .map_or(true, |cases| cases.split(',').any(|c| c.trim() == kind))
+}
+
+/// Runs one case `rounds()` times, each on a fresh server, alternating which side goes first,
+/// and prints the medians. `run(server, ceiling)` measures one side and returns its duration.
+async fn case<F, Fut>(case: &str, mode: &str, n: usize, run: F)
+where
+    F: Fn(Arc<TestServer>, bool) -> Fut,
+    Fut: std::future::Future<Output = Duration>,
+{
+    let (mut client, mut ceiling) = (Vec::new(), Vec::new());
+    for round in 0..rounds() {
+        let server = Arc::new(TestServer::start(Options::default()).await.unwrap());
+        for ceiling_side in [round % 2 == 0, round % 2 == 1] {
+            let rate = n as f64 / run(server.clone(), ceiling_side).await.as_secs_f64();
+            if ceiling_side {
+                ceiling.push(rate);
+            } else {
+                client.push(rate);
+            }
+        }
+    }
+    let (rate, ceiling_rate) = (median(client), median(ceiling));
     println!(
         "case={case} {mode} msgs_per_s={rate:.0} ceiling_msgs_per_s={ceiling_rate:.0} ratio={:.2}",
         rate / ceiling_rate
     );
+}
+
+/// The target dir this bench was built in (`<target>/release/deps/client-…`), where
+/// `scripts/nsq-thirdparty.sh` keeps its venv.
+fn target_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.to_path_buf())
+}
+
+/// pynsq's publish and consume rates against `server`, when its venv exists (or
+/// `MSGSTREAM_BENCH_THIRDPARTY=1` asks for it to be made).
+async fn pynsq(server: &TestServer) {
+    let scripts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts");
+    let Some(target) = target_dir() else {
+        println!("case=pynsq skipped: cannot tell the target dir");
+        return;
+    };
+    let python = target.join("pynsq-venv/bin/python");
+    if std::env::var("MSGSTREAM_BENCH_THIRDPARTY").is_ok_and(|v| v == "1") && !python.exists() {
+        let made = Process::new("bash")
+            .arg(scripts.join("nsq-thirdparty.sh"))
+            .arg("--venv-only")
+            .env("CARGO_TARGET_DIR", &target)
+            .status();
+        if !made.is_ok_and(|s| s.success()) {
+            println!("case=pynsq skipped: making the pynsq venv failed");
+            return;
+        }
+    }
+    if !python.exists() {
+        println!(
+            "case=pynsq skipped: no pynsq venv at {}; MSGSTREAM_BENCH_THIRDPARTY=1 makes it \
+             (pip install from PyPI), as does scripts/nsq-thirdparty.sh",
+            python.display()
+        );
+        return;
+    }
+    let script = scripts.join("nsq_thirdparty_bench.py");
+    let addr = server.tcp_addr().to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        Process::new(python)
+            .arg(script)
+            .arg(addr)
+            .arg("100000")
+            .output()
+    })
+    .await
+    .unwrap();
+    match output {
+        Ok(out) if out.status.success() => print!("{}", String::from_utf8_lossy(&out.stdout)),
+        Ok(out) => println!(
+            "case=pynsq failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => println!("case=pynsq failed: {e}"),
+    }
 }
 
 fn main() {
@@ -217,30 +324,44 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let server = TestServer::start(Options::default()).await.unwrap();
-        let n = 20_000;
-        let ceiling = raw_pipeline(&server, pub_cmd("raw"), n).await;
-        let client = client_pub(&server, n, 1, 64).await;
-        line("pub", "mode=single", n, client, ceiling);
-
-        let n = 200_000;
-        let ceiling = raw_pipeline(&server, mpub_cmd("raw-m", 100), n / 100).await;
-        let client = client_pub(&server, n, 100, 8).await;
-        line("pub", "mode=mpub100", n, client, ceiling);
-
-        for (max_in_flight, n) in [(1u32, 5_000usize), (200, 50_000)] {
+        if wanted("pub") {
+            let n = 128_000;
+            case("pub", "mode=single", n, |server, ceiling| async move {
+                if ceiling {
+                    raw_pipeline(&server, &pub_cmd("raw"), n, 64).await
+                } else {
+                    client_pub(&server, n, 1, 64).await
+                }
+            })
+            .await;
+            let n = 400_000;
+            case("pub", "mode=mpub100", n, |server, ceiling| async move {
+                if ceiling {
+                    raw_pipeline(&server, &mpub_cmd("raw", 100), n / 100, 8).await
+                } else {
+                    client_pub(&server, n, 100, 8).await
+                }
+            })
+            .await;
+        }
+        if wanted("sub") {
+            for (max_in_flight, n) in [(1u32, 10_000usize), (200, 100_000)] {
+                let mode = format!("max_in_flight={max_in_flight}");
+                case("sub", &mode, n, |server, ceiling| async move {
+                    if ceiling {
+                        fill(&server, "raw", n).await;
+                        raw_consume(&server, "raw", max_in_flight, n).await
+                    } else {
+                        fill(&server, "client", n).await;
+                        client_consume(&server, "client", max_in_flight, n).await
+                    }
+                })
+                .await;
+            }
+        }
+        if wanted("pynsq") {
             let server = TestServer::start(Options::default()).await.unwrap();
-            fill(&server, "raw-sub", n).await;
-            fill(&server, "client-sub", n).await;
-            let ceiling = raw_consume(&server, "raw-sub", max_in_flight, n).await;
-            let client = client_consume(&server, "client-sub", max_in_flight, n).await;
-            line(
-                "sub",
-                &format!("max_in_flight={max_in_flight}"),
-                n,
-                client,
-                ceiling,
-            );
+            pynsq(&server).await;
         }
     });
 }

@@ -5,17 +5,15 @@
 //! the server's `max_rdy_count`, `max_msg_timeout` and `auth_required` are honoured; frames are
 //! bounded by `max_frame_size`; the sink hears `Closed` exactly once, last.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 
 use crate::codec::{decode_frame, Command, Frame, RawMessage, ServerError, HEARTBEAT, MAGIC_V2};
@@ -106,82 +104,101 @@ pub enum Event {
     Closed(Option<Error>),
 }
 
-/// What the write task is asked to do.
-enum Out {
-    Data(Bytes),
-    Shutdown(oneshot::Sender<()>),
-}
-
 /// The writing half, shared by whoever sends commands on the connection.
 ///
-/// Commands are queued to one write task that coalesces whatever is queued into a single
-/// write (so a burst of FINs or pipelined PUBs costs one syscall), in queue order, each write
-/// bounded by the write timeout. A failed or timed-out write closes the connection; queuing on
-/// a closed connection is [`Error::Closed`].
+/// Commands are encoded straight into one pending buffer (no allocation or channel node per
+/// command) that a write task sends in one write, in queue order, each write bounded by the
+/// write timeout. Only the first command after a write wakes the task, and the task yields
+/// once before taking the buffer, so everything the tasks that are ready at that moment queue
+/// (the publishers woken by one read of `OK`s, a burst of FINs) joins one write: one wake-up
+/// and one syscall per burst instead of per command (without the yield the woken task runs
+/// right after the first sender and writes its command alone). A failed or timed-out write closes the
+/// connection; queuing on a closed connection is [`Error::Closed`]. Dropping the last handle
+/// flushes what is queued and shuts the write side.
 #[derive(Debug)]
 pub struct Writer {
     addr: String,
-    queue: mpsc::UnboundedSender<Out>,
-    closed: Arc<AtomicBool>,
+    shared: Arc<WriteShared>,
 }
 
-impl std::fmt::Debug for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Out::Data(b) => write!(f, "Data({} bytes)", b.len()),
-            Out::Shutdown(_) => write!(f, "Shutdown"),
-        }
+#[derive(Debug, Default)]
+struct WriteShared {
+    pending: Mutex<Pending>,
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    buf: BytesMut,
+    /// The task was woken and has not taken `buf` yet: later commands need not wake it.
+    scheduled: bool,
+    /// No more commands accepted (shut down, or a write failed).
+    closed: bool,
+    /// The write task has returned.
+    ended: bool,
+    /// Told once what was queued before a shutdown is written and the write side shut.
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl WriteShared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 impl Writer {
     fn spawn(addr: &str, half: OwnedWriteHalf, timeout: Duration) -> Arc<Writer> {
-        let (queue, rx) = mpsc::unbounded_channel();
-        let closed = Arc::new(AtomicBool::new(false));
-        tokio::spawn(write_loop(
-            addr.to_string(),
-            half,
-            rx,
-            timeout,
-            closed.clone(),
-        ));
+        let shared = Arc::new(WriteShared::default());
+        tokio::spawn(write_loop(addr.to_string(), half, shared.clone(), timeout));
         Arc::new(Writer {
             addr: addr.to_string(),
-            queue,
-            closed,
+            shared,
         })
     }
 
     /// Queues one command.
     pub async fn send(&self, command: Command<'_>) -> Result<()> {
-        let mut buf = BytesMut::new();
-        command.encode(&mut buf);
-        self.queue(buf.freeze())
+        self.encode(|buf| command.encode(buf))
     }
 
     /// Queues already-encoded commands.
     pub async fn send_raw(&self, bytes: &[u8]) -> Result<()> {
-        self.queue(Bytes::copy_from_slice(bytes))
+        self.encode(|buf| buf.extend_from_slice(bytes))
     }
 
-    /// Queues bytes without awaiting anything.
-    pub(crate) fn queue(&self, bytes: Bytes) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+    /// Appends what `encode` writes to the pending buffer, without awaiting anything; callers
+    /// that must order something else with the command (the producer's reply waiters) do it
+    /// before this returns.
+    pub(crate) fn encode(&self, encode: impl FnOnce(&mut BytesMut)) -> Result<()> {
+        let mut pending = self.shared.lock();
+        if pending.closed {
             return Err(Error::Closed("connection"));
         }
-        self.queue
-            .send(Out::Data(bytes))
-            .map_err(|_| Error::Closed("connection"))
+        encode(&mut pending.buf);
+        if !pending.scheduled {
+            pending.scheduled = true;
+            drop(pending);
+            self.shared.wake.notify_one();
+        }
+        Ok(())
     }
 
     /// Writes what is queued, then shuts the socket's write side; the server then closes and
     /// the reader ends.
     pub async fn shutdown(&self) {
-        self.closed.store(true, Ordering::Release);
-        let (done, flushed) = oneshot::channel();
-        if self.queue.send(Out::Shutdown(done)).is_ok() {
-            let _ = flushed.await;
-        }
+        let flushed = {
+            let mut pending = self.shared.lock();
+            pending.closed = true;
+            if pending.ended {
+                return;
+            }
+            let (done, flushed) = oneshot::channel();
+            pending.shutdown = Some(done);
+            pending.scheduled = true;
+            flushed
+        };
+        self.shared.wake.notify_one();
+        let _ = flushed.await;
     }
 
     /// The nsqd address.
@@ -190,45 +207,65 @@ impl Writer {
     }
 }
 
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_one();
+    }
+}
+
 async fn write_loop(
     addr: String,
     mut half: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Out>,
+    shared: Arc<WriteShared>,
     timeout: Duration,
-    closed: Arc<AtomicBool>,
 ) {
+    // Two buffers taking turns: commands queue into one while the other is written.
     let mut batch = BytesMut::new();
-    while let Some(first) = rx.recv().await {
-        let mut shutdown = None;
-        let mut next = Some(first);
-        while let Some(out) = next.take() {
-            match out {
-                Out::Data(bytes) => batch.extend_from_slice(&bytes),
-                Out::Shutdown(done) => {
-                    shutdown = Some(done);
-                    break;
-                }
-            }
-            next = rx.try_recv().ok();
+    // Whether the last yield let more commands join, and wake-ups counted for probing again.
+    let (mut yield_gathers, mut wakeups) = (true, 0u32);
+    let shutdown = loop {
+        shared.wake.notified().await;
+        wakeups = wakeups.wrapping_add(1);
+        // The yield costs a lone command a trip through the scheduler: after one that gathered
+        // nothing (commands come one at a time, e.g. FINs at max_in_flight 1) only every 8th
+        // wake-up tries again.
+        if yield_gathers || wakeups % 8 == 0 {
+            let before = shared.lock().buf.len();
+            tokio::task::yield_now().await;
+            yield_gathers = shared.lock().buf.len() > before;
         }
+        let (shutdown, closed) = {
+            let mut pending = shared.lock();
+            pending.scheduled = false;
+            std::mem::swap(&mut pending.buf, &mut batch);
+            (pending.shutdown.take(), pending.closed)
+        };
         if !batch.is_empty() {
             let written = tokio::time::timeout(timeout, half.write_all(&batch)).await;
             batch.clear();
             if !matches!(written, Ok(Ok(()))) {
                 tracing::debug!(addr, "write failed or timed out; closing the connection");
-                closed.store(true, Ordering::Release);
-                let _ = half.shutdown().await;
-                return;
+                break shutdown;
             }
         }
-        if let Some(done) = shutdown {
-            closed.store(true, Ordering::Release);
-            let _ = half.shutdown().await;
-            let _ = done.send(());
-            return;
+        // Only a shutdown or the last handle's drop closes: nothing can follow.
+        if closed {
+            break shutdown;
         }
-    }
+    };
     let _ = half.shutdown().await;
+    {
+        let mut pending = shared.lock();
+        pending.closed = true;
+        pending.ended = true;
+        // A shutdown asked for after this point returns at once; one asked for before the end
+        // hears when its sender drops here.
+        pending.shutdown = None;
+    }
+    if let Some(done) = shutdown {
+        let _ = done.send(());
+    }
 }
 
 /// A connected, identified connection; the reader task runs until the socket ends.

@@ -100,12 +100,14 @@ impl Link {
         })
     }
 
-    async fn request(&self, bytes: &[u8], timeout: Duration) -> Result<Bytes> {
+    /// Sends one command and waits for its reply. The command is encoded into the connection's
+    /// pending writes under the waiters' lock, so replies match waiters in command order, and
+    /// concurrent requests share the connection's writes (see [`crate::conn::Writer`]).
+    async fn request(&self, encode: &impl Fn(&mut BytesMut), timeout: Duration) -> Result<Bytes> {
         let (tx, rx) = oneshot::channel();
         {
-            // Queued under the waiters' lock: replies match waiters in command order.
             let mut waiters = lock(&self.waiters);
-            if let Err(e) = self.conn.writer.queue(Bytes::copy_from_slice(bytes)) {
+            if let Err(e) = self.conn.writer.encode(encode) {
                 self.alive.store(false, Ordering::Release);
                 return Err(e);
             }
@@ -126,10 +128,19 @@ impl Link {
     }
 }
 
+/// One nsqd's connection slot.
+#[derive(Default)]
+struct Slot {
+    /// The current connection, read on every send: a plain lock held only to clone the `Arc`.
+    live: Mutex<Option<Arc<Link>>>,
+    /// Held while (re)connecting, so concurrent senders open one connection, not one each.
+    connecting: tokio::sync::Mutex<()>,
+}
+
 /// A publisher over one or more nsqd.
 pub struct Producer {
     config: ProducerConfig,
-    links: Vec<tokio::sync::Mutex<Option<Arc<Link>>>>,
+    links: Vec<Slot>,
     next: AtomicUsize,
     closed: AtomicBool,
 }
@@ -142,11 +153,7 @@ impl Producer {
                 "a producer needs at least one nsqd address".into(),
             ));
         }
-        let links = config
-            .nsqd
-            .iter()
-            .map(|_| tokio::sync::Mutex::new(None))
-            .collect();
+        let links = config.nsqd.iter().map(|_| Slot::default()).collect();
         Ok(Producer {
             config,
             links,
@@ -249,14 +256,17 @@ impl Producer {
             )));
         }
         let line = format!("INTERNAL_CREATE_TOPIC {topic} {partition} false\n");
-        self.send_bytes(line.as_bytes()).await.map(drop)
+        self.send_with(|buf| buf.extend_from_slice(line.as_bytes()))
+            .await
+            .map(drop)
     }
 
     /// Closes every connection; later publishes return [`Error::Closed`].
     pub async fn close(&self) {
         self.closed.store(true, Ordering::Release);
         for link in &self.links {
-            if let Some(link) = link.lock().await.take() {
+            let link = link.live.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(link) = link {
                 link.conn.close().await;
             }
         }
@@ -289,15 +299,13 @@ impl Producer {
     }
 
     async fn send(&self, command: Command<'_>) -> Result<(Bytes, String)> {
-        let mut buf = BytesMut::new();
-        command.encode(&mut buf);
-        self.send_bytes(&buf).await
+        self.send_with(|buf| command.encode(buf)).await
     }
 
     /// Sends to one nsqd after another, starting round robin, until one answers `OK` or
     /// refuses for good. Each nsqd is tried twice, so a connection that died since its last use
     /// is replaced by a fresh one.
-    async fn send_bytes(&self, bytes: &[u8]) -> Result<(Bytes, String)> {
+    async fn send_with(&self, encode: impl Fn(&mut BytesMut)) -> Result<(Bytes, String)> {
         let n = self.links.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last = None;
@@ -315,7 +323,7 @@ impl Producer {
                     continue;
                 }
             };
-            match link.request(bytes, self.config.conn.read_timeout).await {
+            match link.request(&encode, self.config.conn.read_timeout).await {
                 Ok(reply) => return Ok((reply, addr.clone())),
                 Err(e) if e.is_transient() => {
                     tracing::debug!(addr, "publish failed, trying the next nsqd: {e}");
@@ -329,12 +337,22 @@ impl Producer {
 
     /// The live connection to nsqd `index`, (re)connecting if it is missing or dead.
     async fn link(&self, index: usize) -> Result<Arc<Link>> {
-        let mut slot = self.links[index].lock().await;
-        if let Some(link) = slot.as_ref().filter(|l| l.alive.load(Ordering::Acquire)) {
-            return Ok(link.clone());
+        let slot = &self.links[index];
+        let live = |slot: &Slot| {
+            let link = slot.live.lock().unwrap_or_else(|p| p.into_inner());
+            link.as_ref()
+                .filter(|l| l.alive.load(Ordering::Acquire))
+                .cloned()
+        };
+        if let Some(link) = live(slot) {
+            return Ok(link);
+        }
+        let _connecting = slot.connecting.lock().await;
+        if let Some(link) = live(slot) {
+            return Ok(link);
         }
         let link = Arc::new(Link::open(&self.config.nsqd[index], &self.config.conn).await?);
-        *slot = Some(link.clone());
+        *slot.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
         Ok(link)
     }
 }
