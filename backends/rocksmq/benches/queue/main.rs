@@ -1,7 +1,7 @@
 //! Throughput and latency of the rocksmq queue, side by side with raw RocksDB.
 //!
-//! Run: `cargo bench -p msgstream-rocksmq --bench queue` (`MSGSTREAM_BENCH_QUICK=1`: under a
-//! minute). Every figure is the median of several runs, each on a fresh database.
+//! Run: `cargo bench -p msgstream-rocksmq --bench queue` (`MSGSTREAM_BENCH_QUICK=1`: a few
+//! minutes). Every figure is the median of several runs, each on a fresh database.
 //!
 //! - produce: msgs/s and MB/s through `Producer::send_batch`, and through raw `WriteBatch` puts
 //!   of the same keys and payloads into the same column family with the same options (the
@@ -11,25 +11,30 @@
 //!   iterates the messages column family, copying each value into an owned `Bytes` (the least a
 //!   reader must do to hand a message on: the physical reference), and the reopened queue reads
 //!   everything with one consumer group through `Consumer::recv_batch` (batches of 1024, acking
-//!   each batch's last message, as the stream pumps do). The verbose line also shows the engine's
-//!   batch API (`Subscription::consume`), and the raw iterator over a separately written
+//!   each batch's last message, as the stream pumps do). Several passes per filled queue, each
+//!   from a freshly opened database. The verbose line also shows the engine's batch API
+//!   (`Subscription::consume`), and the raw iterator over a separately written
 //!   one-column-family database, whose files are laid out differently (it flushes later);
-//! - latency: produce→receive p50/p99 for one producer at 10,000 msgs/s and one waiting consumer.
+//! - latency: produce→receive p50/p99 for one producer at 10,000 msgs/s and one waiting
+//!   consumer, and the same pacing through a plain `std::sync::mpsc` hand-off between two
+//!   threads (`case=latency_baseline`, the floor set by thread wake-ups on this machine);
+//! - tt: a `TtMsgStream` over 16 filled channels against raw iteration of the same files;
+//! - durable: 1, 4 and 16 producers sending one message at a time under `SyncData`, against
+//!   ideally batched `fdatasync`-ed raw writes.
 //!
-//! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (for profiling one).
+//! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (`produce`,
+//! `consume`, `latency`, `tt`, `durable`), e.g. for profiling one.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod durable;
+mod latency;
+mod throughput;
+mod tt;
 
-use msgstream::mq::{Client, ConsumerOptions, InitialPosition, Producer, ProducerMessage};
-use msgstream_rocksmq::{
-    column_family_options, database_options, Durability, RocksmqClient, RocksmqOptions,
-};
-use rocksdb::{ColumnFamilyDescriptor, WriteBatch, DB};
+use msgstream::mq::ProducerMessage;
+use msgstream_rocksmq::{column_family_options, database_options, Durability, RocksmqOptions};
+use rocksdb::{ColumnFamilyDescriptor, DB};
 
 const RUNS: usize = 3;
-/// Consume runs are short and noisier (page cache, block cache), so they take more samples.
-const CONSUME_RUNS: usize = 5;
 const TOPIC_ID: u64 = 1;
 
 struct Scale {
@@ -37,6 +42,10 @@ struct Scale {
     produce_msgs_unbatched: usize,
     consume_msgs: usize,
     latency_msgs: usize,
+    /// Data messages over all channels of the tt case.
+    tt_msgs: usize,
+    /// Messages per durable run (over all producers).
+    durable_msgs: usize,
 }
 
 fn scale() -> Scale {
@@ -46,6 +55,8 @@ fn scale() -> Scale {
             produce_msgs_unbatched: 20_000,
             consume_msgs: 200_000,
             latency_msgs: 10_000,
+            tt_msgs: 64_000,
+            durable_msgs: 1_000,
         }
     } else {
         Scale {
@@ -53,11 +64,13 @@ fn scale() -> Scale {
             produce_msgs_unbatched: 100_000,
             consume_msgs: 1_000_000,
             latency_msgs: 50_000,
+            tt_msgs: 256_000,
+            durable_msgs: 4_000,
         }
     }
 }
 
-/// Whether the kind of case (`produce`, `consume`, `latency`) was asked for.
+/// Whether the kind of case (`produce`, `consume`, `latency`, `tt`, `durable`) was asked for.
 fn wanted(kind: &str) -> bool {
     std::env::var("MSGSTREAM_BENCH_CASES").map_or(true, |cases| {
         cases.split(',').any(|case| case.trim() == kind)
@@ -98,232 +111,6 @@ fn batch_of(payload: &[u8], size: usize) -> Vec<ProducerMessage> {
         .collect()
 }
 
-async fn produce_ours(payload_size: usize, batch: usize, total: usize) -> f64 {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let client = RocksmqClient::open(queue_options(&dir)).expect("open");
-    let producer = client.create_producer("bench").await.expect("producer");
-    let payload = vec![0x5a; payload_size];
-    let batches: Vec<_> = (0..total / batch)
-        .map(|_| batch_of(&payload, batch))
-        .collect();
-    let start = Instant::now();
-    for messages in batches {
-        producer.send_batch(messages).await.expect("send");
-    }
-    let rate = (total / batch * batch) as f64 / start.elapsed().as_secs_f64();
-    client.close().await;
-    rate
-}
-
-fn produce_raw(payload_size: usize, batch: usize, total: usize) -> f64 {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = raw_db(&dir);
-    let cf = db.cf_handle("messages").expect("cf");
-    let write_options = rocksdb::WriteOptions::default();
-    let payload = vec![0x5a; payload_size];
-    // The same owned payloads the queue is handed, built before the clock starts.
-    let batches: Vec<_> = (0..total / batch)
-        .map(|_| batch_of(&payload, batch))
-        .collect();
-    let start = Instant::now();
-    let mut id = 1;
-    for messages in batches {
-        let mut write = WriteBatch::default();
-        for message in &messages {
-            write.put_cf(cf, key(id), &message.payload);
-            id += 1;
-        }
-        db.write_opt(write, &write_options).expect("write");
-    }
-    let rate = (total / batch * batch) as f64 / start.elapsed().as_secs_f64();
-    // Untimed, as the queue's close does: without it the directory is deleted with ~1 GB of
-    // unsynced pages, and the kernel's clean-up slows whichever run comes next by up to 30 %.
-    db.flush_wal(true).expect("sync the WAL");
-    rate
-}
-
-/// Produces `total` messages of `payload_size` bytes through the queue into `dir`, then closes
-/// it, so that the queue and raw RocksDB afterwards read the very same files. Returns the count.
-async fn fill_queue(dir: &tempfile::TempDir, payload_size: usize, total: usize) -> usize {
-    let client = RocksmqClient::open(queue_options(dir)).expect("open");
-    let producer = client.create_producer("bench").await.expect("producer");
-    let payload = vec![0x5a; payload_size];
-    for _ in 0..total / 1024 {
-        producer
-            .send_batch(batch_of(&payload, 1024))
-            .await
-            .expect("send");
-    }
-    client.close().await;
-    total / 1024 * 1024
-}
-
-/// Reopens the filled queue and reads everything with one consumer group through the mq traits,
-/// then, reopened again, through the engine's batch API (to tell the engine's cost from the
-/// traits'). Every pass starts from a freshly opened database, as the raw reference does.
-async fn consume_ours(dir: &tempfile::TempDir, payload_size: usize, count: usize) -> (f64, f64) {
-    let client = RocksmqClient::open(queue_options(dir)).expect("open");
-    let mut consumer = client
-        .subscribe(ConsumerOptions::new("bench", "all"))
-        .await
-        .expect("subscribe");
-    let start = Instant::now();
-    let mut bytes = 0;
-    let mut received = 0;
-    while received < count {
-        let batch = consumer.recv_batch(1024).await.expect("recv");
-        bytes += batch.iter().map(|m| m.payload.len()).sum::<usize>();
-        received += batch.len();
-        consumer
-            .ack(batch.last().expect("a non-empty batch"))
-            .await
-            .expect("ack");
-    }
-    let rate = count as f64 / start.elapsed().as_secs_f64();
-    assert_eq!(bytes, count * payload_size);
-    // Reopened, so that the engine pass starts with a cold block cache too.
-    client.close().await;
-    let client = RocksmqClient::open(queue_options(dir)).expect("reopen");
-    let engine = client.engine();
-    engine
-        .create_consumer_group("bench", "engine", InitialPosition::Earliest)
-        .expect("group");
-    let mut subscription = engine.subscribe("bench", "engine").expect("subscribe");
-    let start = Instant::now();
-    let mut read = 0;
-    while read < count {
-        read += subscription.consume(1024).expect("consume").len();
-    }
-    let engine_rate = count as f64 / start.elapsed().as_secs_f64();
-    client.close().await;
-    (rate, engine_rate)
-}
-
-/// Raw RocksDB, with the queue's options, over the filled queue's own files.
-fn open_raw_same_files(dir: &tempfile::TempDir) -> DB {
-    let options = database_options();
-    let families = DB::list_cf(&options, dir.path()).expect("list column families");
-    let descriptors = families
-        .iter()
-        .map(|name| ColumnFamilyDescriptor::new(name, column_family_options()));
-    DB::open_cf_descriptors(&options, dir.path(), descriptors).expect("raw open")
-}
-
-/// Brings the filled queue's files to a settled state before either side reads them: the WAL
-/// replayed and flushed, the messages compacted into the bottom level. Otherwise whichever side
-/// opens the files first replays the WAL into a memtable (faster to iterate than tables) and
-/// leaves fresh level-0 files whose compaction then runs during the other side's read.
-fn settle(dir: &tempfile::TempDir) {
-    let db = open_raw_same_files(dir);
-    for name in DB::list_cf(&database_options(), dir.path()).expect("list column families") {
-        let cf = db.cf_handle(&name).expect("cf");
-        db.flush_cf(cf).expect("flush");
-        db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
-    }
-}
-
-/// The physical reference: raw RocksDB, with the queue's options, opening the filled queue's
-/// own (settled) files and iterating its messages column family, copying each value out.
-fn consume_raw_same_files(dir: &tempfile::TempDir, payload_size: usize, count: usize) -> f64 {
-    let db = open_raw_same_files(dir);
-    let cf = db.cf_handle("messages").expect("cf");
-    let mut iter = db.raw_iterator_cf(cf);
-    iter.seek_to_first();
-    let start = Instant::now();
-    let (mut read, mut bytes) = (0usize, 0usize);
-    while let (Some(_), Some(value)) = (iter.key(), iter.value()) {
-        let copy = bytes::Bytes::copy_from_slice(value);
-        bytes += copy.len();
-        read += 1;
-        iter.next();
-    }
-    let rate = read as f64 / start.elapsed().as_secs_f64();
-    assert_eq!((read, bytes), (count, count * payload_size));
-    rate
-}
-
-/// The same reference on a separate database written directly with raw `WriteBatch`es (one
-/// column family): shown for comparison, since its files are laid out differently.
-fn consume_raw(payload_size: usize, total: usize) -> f64 {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = raw_db(&dir);
-    let cf = db.cf_handle("messages").expect("cf");
-    let payload = vec![0x5a; payload_size];
-    let mut id = 1;
-    for _ in 0..total / 1024 {
-        let mut write = WriteBatch::default();
-        for _ in 0..1024 {
-            write.put_cf(cf, key(id), &payload);
-            id += 1;
-        }
-        db.write(write).expect("write");
-    }
-    let start = Instant::now();
-    let mut options = rocksdb::ReadOptions::default();
-    options.set_iterate_upper_bound(key(u64::MAX).to_vec());
-    let mut iter = db.raw_iterator_cf_opt(cf, options);
-    iter.seek(key(0));
-    let (mut count, mut bytes) = (0usize, 0usize);
-    while let (Some(_), Some(value)) = (iter.key(), iter.value()) {
-        let copy = bytes::Bytes::copy_from_slice(value);
-        bytes += copy.len();
-        count += 1;
-        iter.next();
-    }
-    let rate = count as f64 / start.elapsed().as_secs_f64();
-    assert_eq!(bytes, count * payload_size);
-    db.flush_wal(true).expect("sync the WAL");
-    rate
-}
-
-/// One producer thread paced at `rate` msgs/s, one consumer awaiting `recv`; each payload
-/// carries its send time. Returns (p50, p99) in microseconds.
-async fn latency(rate: u64, total: usize) -> (f64, f64) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let client = Arc::new(RocksmqClient::open(queue_options(&dir)).expect("open"));
-    let mut consumer = client
-        .subscribe(ConsumerOptions::new("bench", "latency"))
-        .await
-        .expect("subscribe");
-    let producer: Arc<dyn Producer> =
-        Arc::from(client.create_producer("bench").await.expect("producer"));
-    let epoch = Instant::now();
-    let sender = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime");
-        let interval = Duration::from_nanos(1_000_000_000 / rate);
-        let mut due = Instant::now();
-        for _ in 0..total {
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
-            due += interval;
-            let mut payload = vec![0u8; 128];
-            let sent = epoch.elapsed().as_nanos() as u64;
-            payload[..8].copy_from_slice(&sent.to_be_bytes());
-            runtime
-                .block_on(producer.send(ProducerMessage::new(payload)))
-                .expect("send");
-        }
-    });
-    let mut samples = Vec::with_capacity(total);
-    for _ in 0..total {
-        let message = consumer.recv().await.expect("recv").expect("message");
-        let received = epoch.elapsed().as_nanos() as u64;
-        let mut sent = [0u8; 8];
-        sent.copy_from_slice(&message.payload[..8]);
-        samples.push(received.saturating_sub(u64::from_be_bytes(sent)) as f64 / 1000.0);
-        consumer.ack(&message).await.expect("ack");
-    }
-    sender.join().expect("producer thread");
-    client.close().await;
-    samples.sort_by(f64::total_cmp);
-    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
-    (at(0.50), at(0.99))
-}
-
 fn main() {
     let scale = scale();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -332,83 +119,20 @@ fn main() {
         .build()
         .expect("runtime");
     let mut summary = Vec::new();
-    for payload in [128usize, 1024].into_iter().filter(|_| wanted("produce")) {
-        for batch in [1usize, 64, 1024] {
-            let total = if batch == 1 {
-                scale.produce_msgs_unbatched
-            } else {
-                scale.produce_msgs
-            };
-            let (mut ours, mut raw) = (Vec::new(), Vec::new());
-            for run in 0..RUNS {
-                // Alternate which side goes first, so neither always follows the other.
-                if run % 2 == 0 {
-                    raw.push(produce_raw(payload, batch, total));
-                }
-                ours.push(runtime.block_on(produce_ours(payload, batch, total)));
-                if run % 2 == 1 {
-                    raw.push(produce_raw(payload, batch, total));
-                }
-            }
-            let (ours, raw) = (median(ours), median(raw));
-            let mb = |rate: f64| rate * payload as f64 / 1e6;
-            println!(
-                "produce payload={payload} batch={batch}: ours {ours:.0} msgs/s {:.1} MB/s, raw {raw:.0} msgs/s {:.1} MB/s",
-                mb(ours),
-                mb(raw)
-            );
-            summary.push(format!(
-                "case=produce payload={payload} batch={batch} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={:.2}",
-                ours / raw
-            ));
-        }
+    if wanted("produce") {
+        throughput::produce_cases(&runtime, &scale, &mut summary);
     }
-    for payload in [128usize, 1024].into_iter().filter(|_| wanted("consume")) {
-        let total = if payload == 128 {
-            scale.consume_msgs
-        } else {
-            scale.consume_msgs / 4
-        };
-        let (mut ours, mut engine, mut raw, mut separate) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for run in 0..CONSUME_RUNS {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let count = runtime.block_on(fill_queue(&dir, payload, total));
-            settle(&dir);
-            // Alternate which side reads first, so neither always meets a warmer page cache.
-            if run % 2 == 0 {
-                raw.push(consume_raw_same_files(&dir, payload, count));
-            }
-            let (through_traits, through_engine) =
-                runtime.block_on(consume_ours(&dir, payload, count));
-            ours.push(through_traits);
-            engine.push(through_engine);
-            if run % 2 == 1 {
-                raw.push(consume_raw_same_files(&dir, payload, count));
-            }
-            separate.push(consume_raw(payload, total));
-        }
-        let (ours, engine, raw, separate) =
-            (median(ours), median(engine), median(raw), median(separate));
-        println!(
-            "consume payload={payload}: ours {ours:.0} msgs/s (engine batches {engine:.0} msgs/s, ratio {:.2}), raw iterator over the same files {raw:.0} msgs/s (over a separately written database: {separate:.0} msgs/s)",
-            engine / raw
-        );
-        summary.push(format!(
-            "case=consume payload={payload} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={:.2}",
-            ours / raw
-        ));
+    if wanted("consume") {
+        throughput::consume_cases(&runtime, &scale, &mut summary);
     }
     if wanted("latency") {
-        let rate = 10_000;
-        let runs: Vec<_> = (0..RUNS)
-            .map(|_| runtime.block_on(latency(rate, scale.latency_msgs)))
-            .collect();
-        let p50 = median(runs.iter().map(|r| r.0).collect());
-        let p99 = median(runs.iter().map(|r| r.1).collect());
-        summary.push(format!(
-            "case=latency rate={rate} p50_us={p50:.0} p99_us={p99:.0}"
-        ));
+        latency::latency_cases(&runtime, &scale, &mut summary);
+    }
+    if wanted("tt") {
+        tt::tt_cases(&runtime, &scale, &mut summary);
+    }
+    if wanted("durable") {
+        durable::durable_cases(&runtime, &scale, &mut summary);
     }
     for line in summary {
         println!("{line}");
