@@ -9,7 +9,7 @@ use msgstream::mq::{Client, ProducerMessage};
 use msgstream_rocksmq::{Durability, RocksmqClient};
 use rocksdb::WriteBatch;
 
-use crate::{key, median, queue_options, raw_db, Scale, RUNS};
+use crate::{key, median, paired_ratio, queue_options, raw_db, Scale, RUNS};
 
 const PAYLOAD: usize = 128;
 
@@ -27,10 +27,10 @@ pub fn durable_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
                 ideal.push(raw_synced(producers, per_producer));
             }
         }
+        let ratio = paired_ratio(&ours, &ideal);
         let (ours, ideal) = (median(ours), median(ideal));
         summary.push(format!(
-            "case=durable producers={producers} msgs_per_s={ours:.0} ideal_msgs_per_s={ideal:.0} ratio={:.2}",
-            ours / ideal
+            "case=durable producers={producers} msgs_per_s={ours:.0} ideal_msgs_per_s={ideal:.0} ratio={ratio:.2}"
         ));
     }
 }

@@ -1,7 +1,8 @@
 //! Throughput and latency of the rocksmq queue, side by side with raw RocksDB.
 //!
 //! Run: `cargo bench -p msgstream-rocksmq --bench queue` (`MSGSTREAM_BENCH_QUICK=1`: a few
-//! minutes). Every figure is the median of several runs, each on a fresh database.
+//! minutes). Every figure is the median of several runs, each on a fresh database; every
+//! `ratio=` is the median of the ratios of paired runs (ours and the reference back to back).
 //!
 //! - produce: msgs/s and MB/s through `Producer::send_batch`, and through raw `WriteBatch` puts
 //!   of the same keys and payloads into the same column family with the same options (the
@@ -34,7 +35,7 @@ use msgstream::mq::ProducerMessage;
 use msgstream_rocksmq::{column_family_options, database_options, Durability, RocksmqOptions};
 use rocksdb::{ColumnFamilyDescriptor, DB};
 
-const RUNS: usize = 3;
+const RUNS: usize = 5;
 const TOPIC_ID: u64 = 1;
 
 struct Scale {
@@ -65,7 +66,7 @@ fn scale() -> Scale {
             consume_msgs: 1_000_000,
             latency_msgs: 50_000,
             tt_msgs: 256_000,
-            durable_msgs: 4_000,
+            durable_msgs: 2_000,
         }
     }
 }
@@ -75,6 +76,12 @@ fn wanted(kind: &str) -> bool {
     std::env::var("MSGSTREAM_BENCH_CASES").map_or(true, |cases| {
         cases.split(',').any(|case| case.trim() == kind)
     })
+}
+
+/// The median of the ratios of paired runs (`ours[i] / reference[i]`, each pair measured back
+/// to back): steadier than the ratio of the two medians when the machine's speed drifts.
+fn paired_ratio(ours: &[f64], reference: &[f64]) -> f64 {
+    median(ours.iter().zip(reference).map(|(o, r)| o / r).collect())
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

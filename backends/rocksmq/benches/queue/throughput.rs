@@ -7,10 +7,10 @@ use msgstream::mq::{Client, ConsumerOptions, InitialPosition};
 use msgstream_rocksmq::{column_family_options, database_options, RocksmqClient};
 use rocksdb::{ColumnFamilyDescriptor, WriteBatch, DB};
 
-use crate::{batch_of, key, median, queue_options, raw_db, Scale, RUNS};
+use crate::{batch_of, key, median, paired_ratio, queue_options, raw_db, Scale, RUNS};
 
-/// Consume runs are short and noisier (page cache, block cache), so they take more samples.
-const CONSUME_RUNS: usize = 5;
+/// Filled queues per consume case; each is read `CONSUME_PASSES` times by each side.
+const CONSUME_RUNS: usize = 3;
 /// Read passes per side over each filled queue: the consume figures are the median over
 /// `CONSUME_RUNS × CONSUME_PASSES` passes per side, so one invocation can be trusted.
 const CONSUME_PASSES: usize = 3;
@@ -35,6 +35,7 @@ pub fn produce_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
                     raw.push(produce_raw(payload, batch, total));
                 }
             }
+            let ratio = paired_ratio(&ours, &raw);
             let (ours, raw) = (median(ours), median(raw));
             let mb = |rate: f64| rate * payload as f64 / 1e6;
             println!(
@@ -43,8 +44,7 @@ pub fn produce_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
                 mb(raw)
             );
             summary.push(format!(
-                "case=produce payload={payload} batch={batch} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={:.2}",
-                ours / raw
+                "case=produce payload={payload} batch={batch} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={ratio:.2}"
             ));
         }
     }
@@ -80,15 +80,14 @@ pub fn consume_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
             }
             separate.push(consume_raw(payload, total));
         }
+        let (ratio, engine_ratio) = (paired_ratio(&ours, &raw), paired_ratio(&engine, &raw));
         let (ours, engine, raw, separate) =
             (median(ours), median(engine), median(raw), median(separate));
         println!(
-            "consume payload={payload}: ours {ours:.0} msgs/s (engine batches {engine:.0} msgs/s, ratio {:.2}), raw iterator over the same files {raw:.0} msgs/s (over a separately written database: {separate:.0} msgs/s)",
-            engine / raw
+            "consume payload={payload}: ours {ours:.0} msgs/s (engine batches {engine:.0} msgs/s, ratio {engine_ratio:.2}), raw iterator over the same files {raw:.0} msgs/s (over a separately written database: {separate:.0} msgs/s)"
         );
         summary.push(format!(
-            "case=consume payload={payload} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={:.2}",
-            ours / raw
+            "case=consume payload={payload} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={ratio:.2}"
         ));
     }
 }

@@ -12,7 +12,7 @@ use msgstream::tt::TtMsgStream;
 use msgstream_rocksmq::RocksmqClient;
 
 use crate::throughput::{open_raw_same_files, settle};
-use crate::{median, queue_options, Scale, RUNS};
+use crate::{median, paired_ratio, queue_options, Scale, RUNS};
 
 const CHANNELS: usize = 16;
 /// Rounds (one insert per channel each) between two timeticks on every channel.
@@ -34,10 +34,10 @@ pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut 
             raw.push(raw_read(&dir, data));
         }
     }
+    let ratio = paired_ratio(&ours, &raw);
     let (ours, raw) = (median(ours), median(raw));
     summary.push(format!(
-        "case=tt_rocksmq channels={CHANNELS} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw:.0} ratio={:.2}",
-        ours / raw
+        "case=tt_rocksmq channels={CHANNELS} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw:.0} ratio={ratio:.2}"
     ));
 }
 
