@@ -17,18 +17,25 @@ const PAYLOAD: usize = 128;
 pub fn durable_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
     for producers in [1usize, 4, 16] {
         let per_producer = (scale.durable_msgs / producers).max(1);
-        let (mut ours, mut ideal) = (Vec::new(), Vec::new());
+        let (mut ours, mut ideal, mut per_sync) = (Vec::new(), Vec::new(), Vec::new());
         for run in 0..RUNS {
             if run % 2 == 0 {
                 ideal.push(raw_synced(producers, per_producer));
             }
-            ours.push(runtime.block_on(queue_synced(producers, per_producer)));
+            let (rate, batching) = runtime.block_on(queue_synced(producers, per_producer));
+            ours.push(rate);
+            per_sync.push(batching);
             if run % 2 == 1 {
                 ideal.push(raw_synced(producers, per_producer));
             }
         }
         let ratio = paired_ratio(&ours, &ideal);
         let (ours, ideal) = (median(ours), median(ideal));
+        // Independent of how long the disk takes to sync: how full each sync was.
+        println!(
+            "durable producers={producers}: ours {ours:.0} msgs/s, {:.1} messages per sync (ideal {producers}); ideal {ideal:.0} msgs/s",
+            median(per_sync)
+        );
         summary.push(format!(
             "case=durable producers={producers} msgs_per_s={ours:.0} ideal_msgs_per_s={ideal:.0} ratio={ratio:.2}"
         ));
@@ -36,7 +43,8 @@ pub fn durable_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
 }
 
 /// `producers` tasks, each with its own producer of one topic, each awaiting every send.
-async fn queue_synced(producers: usize, per_producer: usize) -> f64 {
+/// Returns msgs/s and the messages each synced write carried on average.
+async fn queue_synced(producers: usize, per_producer: usize) -> (f64, f64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut options = queue_options(&dir);
     options.sync = Durability::SyncData;
@@ -45,6 +53,7 @@ async fn queue_synced(producers: usize, per_producer: usize) -> f64 {
     for _ in 0..producers {
         handles.push(client.create_producer("bench").await.expect("producer"));
     }
+    let before = client.engine().write_stats();
     let start = Instant::now();
     let tasks: Vec<_> = handles
         .into_iter()
@@ -61,8 +70,11 @@ async fn queue_synced(producers: usize, per_producer: usize) -> f64 {
         task.await.expect("producer task");
     }
     let rate = (producers * per_producer) as f64 / start.elapsed().as_secs_f64();
+    let after = client.engine().write_stats();
+    // Every batch here is one message.
+    let per_sync = (after.batches - before.batches) as f64 / (after.writes - before.writes) as f64;
     client.close().await;
-    rate
+    (rate, per_sync)
 }
 
 /// The same messages as `per_producer` synced writes of `producers` messages each.
