@@ -208,11 +208,15 @@ impl Rocksmq {
             return self.inner.writer.lead(&self.inner.store, group);
         }
         // A synced write waits for the disk: never on an async worker (a current_thread
-        // runtime would stall for every fsync).
+        // runtime would stall for every fsync). The leader's thread may go on committing later
+        // groups; this caller is answered as soon as its own group is durable.
+        let mut group = group;
+        let answer = group.answer_by_channel();
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || inner.writer.lead(&inner.store, group))
-            .await
-            .map_err(|e| Error::backend("rocksmq", format!("the commit task failed: {e}")))?
+        drop(tokio::task::spawn_blocking(move || {
+            inner.writer.lead(&inner.store, group)
+        }));
+        answer.await.map_err(|_| Error::Closed("rocksmq writer"))?
     }
 
     /// The newest id of `topic`, `None` if nothing was ever produced to it.

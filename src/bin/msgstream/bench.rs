@@ -43,6 +43,10 @@ pub struct BenchArgs {
     /// Duration of the latency phase, seconds (1 to 86400; rate × seconds at most 10000000).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     latency_secs: u64,
+    /// Consume through the timetick-aligned stream (`TtMsgStream`): the produce phase also
+    /// broadcasts a timetick after each batch (untimed).
+    #[arg(long)]
+    tt: bool,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
@@ -105,6 +109,7 @@ pub async fn run(factory: &Factory, args: BenchArgs, stop: &Stop) -> Result<Exit
             "produce_mb_per_s": (mb / produce_secs * 100.0).round() / 100.0,
             "produce_batch_p50_us": us(percentile(batch_latency, 0.5)).round(),
             "produce_batch_p99_us": us(percentile(batch_latency, 0.99)).round(),
+            "consume_stream": if args.tt { "tt" } else { "plain" },
             "consume_msgs_per_s": consume_rate.round(),
             "consume_mb_per_s": (mb / consume_secs * 100.0).round() / 100.0,
             "latency_rate": args.latency_rate,
@@ -134,7 +139,7 @@ pub async fn run(factory: &Factory, args: BenchArgs, stop: &Stop) -> Result<Exit
         ))?;
         out::line(format_args!(
             "{:<10} {consume_rate:>14.0} {:>10.1} {:>12} {:>12}",
-            "consume",
+            if args.tt { "tt-consume" } else { "consume" },
             mb / consume_secs,
             "-",
             "-"
@@ -161,12 +166,18 @@ async fn measure(
     stop: &Stop,
 ) -> Result<Option<(phases::Produced, f64, Vec<Duration>)>> {
     let payload = vec![7u8; usize::try_from(args.payload).unwrap_or(usize::MAX)];
+    let (messages, batch) = (args.messages, args.batch);
     let Some(produced) =
-        phases::produce(factory, channels, args.messages, args.batch, &payload, stop).await?
+        phases::produce(factory, channels, messages, batch, &payload, args.tt, stop).await?
     else {
         return Ok(None);
     };
-    let Some(consume_secs) = phases::consume(factory, channels, args.messages, stop).await? else {
+    let consumed = if args.tt {
+        phases::consume_tt(factory, channels, messages, stop).await?
+    } else {
+        phases::consume(factory, channels, messages, stop).await?
+    };
+    let Some(consume_secs) = consumed else {
         return Ok(None);
     };
     let Some(first) = channels.first() else {
@@ -189,8 +200,7 @@ mod tests {
     use super::*;
     use msgstream_facade::{BackendKind, Config};
 
-    #[tokio::test]
-    async fn a_run_leaves_no_channel_behind() {
+    async fn run_leaves_no_channel_behind(tt: bool) {
         let config = Config {
             backend: BackendKind::Memory,
             ..Config::default()
@@ -203,6 +213,7 @@ mod tests {
             batch: 10,
             latency_rate: 1000,
             latency_secs: 1,
+            tt,
             json: true,
         };
         let stop = Stop::listen().expect("signals");
@@ -210,5 +221,16 @@ mod tests {
         assert_eq!(code, ExitCode::SUCCESS);
         let left = factory.client().list_topics().await.expect("list");
         assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[tokio::test]
+    async fn a_run_leaves_no_channel_behind() {
+        run_leaves_no_channel_behind(false).await;
+    }
+
+    /// `--tt`: every row comes back through the timetick-aligned stream (the run ends).
+    #[tokio::test]
+    async fn a_tt_run_reads_every_row_and_leaves_no_channel_behind() {
+        run_leaves_no_channel_behind(true).await;
     }
 }

@@ -44,13 +44,15 @@ async fn next_msg(stream: &mut MsgStream) -> Result<MsgPack> {
         .ok_or(StreamError::Closed("consumer"))??)
 }
 
-/// Phase 1: `messages` rows in batches, checking for a stop between batches.
+/// Phase 1: `messages` rows in batches, checking for a stop between batches. With `ticks`,
+/// each batch is followed by a timetick on every channel (untimed), for the tt consume phase.
 pub async fn produce(
     factory: &Factory,
     channels: &[&str],
     messages: u64,
     batch: u64,
     payload: &[u8],
+    ticks: bool,
     stop: &Stop,
 ) -> Result<Option<Produced>> {
     let mut producer = factory.msg_stream();
@@ -77,6 +79,17 @@ pub async fn produce(
         }
         batch_latency.push(t.elapsed());
         sent += n;
+        if ticks {
+            // Rows carry timestamps id + 1, so this tick covers every row sent so far.
+            let tick = MsgPack {
+                msgs: vec![TsMsg::time_tick(sent)],
+                ..MsgPack::default()
+            };
+            if let Err(e) = producer.broadcast(&tick).await {
+                producer.close().await;
+                return Err(e.into());
+            }
+        }
         progress.update(sent);
     }
     let secs = started.elapsed().as_secs_f64();
@@ -91,6 +104,41 @@ pub async fn produce(
         bytes,
         batch_latency,
     }))
+}
+
+/// Phase 2 with `--tt`: reads every row back through the timetick-aligned stream; the seconds
+/// it took.
+pub async fn consume_tt(
+    factory: &Factory,
+    channels: &[&str],
+    messages: u64,
+    stop: &Stop,
+) -> Result<Option<f64>> {
+    let mut consumer = factory.tt_msg_stream();
+    consumer
+        .as_consumer(channels, "bench", InitialPosition::Earliest)
+        .await?;
+    let mut progress = Progress::new("consume", messages);
+    let started = Instant::now();
+    let mut received = 0;
+    let outcome = loop {
+        if received >= messages {
+            break Ok(Some(started.elapsed().as_secs_f64()));
+        }
+        let pack = tokio::select! {
+            () = stop.wait() => break Ok(None),
+            pack = consumer.next_pack() => pack,
+        };
+        match pack {
+            Some(Ok(pack)) => received += pack.msgs.len() as u64,
+            Some(Err(e)) => break Err(e.into()),
+            None => break Err(StreamError::Closed("consumer").into()),
+        }
+        progress.update(received);
+    };
+    progress.finish();
+    consumer.close().await;
+    outcome
 }
 
 /// Phase 2: reads everything back with one subscription; the seconds it took.

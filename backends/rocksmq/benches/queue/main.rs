@@ -1,0 +1,147 @@
+//! Throughput and latency of the rocksmq queue, side by side with raw RocksDB.
+//!
+//! Run: `cargo bench -p msgstream-rocksmq --bench queue` (`MSGSTREAM_BENCH_QUICK=1`: a few
+//! minutes). Every figure is the median of several runs, each on a fresh database; every
+//! `ratio=` is the median of the ratios of paired runs (ours and the reference back to back).
+//!
+//! - produce: msgs/s and MB/s through `Producer::send_batch`, and through raw `WriteBatch` puts
+//!   of the same keys and payloads into the same column family with the same options (the
+//!   physical reference), for 128 B and 1 KiB payloads and batches of 1, 64 and 1024;
+//! - consume: the queue is filled and closed, and its files settled (WAL flushed, messages
+//!   compacted, so both sides read the same tables); then raw RocksDB opens those very files and
+//!   iterates the messages column family, copying each value into an owned `Bytes` (the least a
+//!   reader must do to hand a message on: the physical reference), and the reopened queue reads
+//!   everything with one consumer group through `Consumer::recv_batch` (batches of 1024, acking
+//!   each batch's last message, as the stream pumps do). Several passes per filled queue, each
+//!   from a freshly opened database. The verbose line also shows the engine's batch API
+//!   (`Subscription::consume`), and the raw iterator over a separately written
+//!   one-column-family database, whose files are laid out differently (it flushes later);
+//! - latency: produce→receive p50/p99 for one producer at 10,000 msgs/s and one waiting
+//!   consumer, and the same pacing through a plain `std::sync::mpsc` hand-off between two
+//!   threads (`case=latency_baseline`, the floor set by thread wake-ups on this machine);
+//! - tt: a `TtMsgStream` over 16 filled channels against raw iteration of the same files;
+//! - durable: 1, 4 and 16 producers sending one message at a time under `SyncData`, against
+//!   ideally batched `fdatasync`-ed raw writes.
+//!
+//! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (`produce`,
+//! `consume`, `latency`, `tt`, `durable`), e.g. for profiling one.
+
+mod durable;
+mod latency;
+mod throughput;
+mod tt;
+
+use msgstream::mq::ProducerMessage;
+use msgstream_rocksmq::{column_family_options, database_options, Durability, RocksmqOptions};
+use rocksdb::{ColumnFamilyDescriptor, DB};
+
+const RUNS: usize = 5;
+const TOPIC_ID: u64 = 1;
+
+struct Scale {
+    produce_msgs: usize,
+    produce_msgs_unbatched: usize,
+    consume_msgs: usize,
+    latency_msgs: usize,
+    /// Data messages over all channels of the tt case.
+    tt_msgs: usize,
+    /// Messages per durable run (over all producers).
+    durable_msgs: usize,
+}
+
+fn scale() -> Scale {
+    if std::env::var("MSGSTREAM_BENCH_QUICK").is_ok_and(|v| v == "1") {
+        Scale {
+            produce_msgs: 100_000,
+            produce_msgs_unbatched: 20_000,
+            consume_msgs: 200_000,
+            latency_msgs: 10_000,
+            tt_msgs: 64_000,
+            durable_msgs: 1_000,
+        }
+    } else {
+        Scale {
+            produce_msgs: 500_000,
+            produce_msgs_unbatched: 100_000,
+            consume_msgs: 1_000_000,
+            latency_msgs: 50_000,
+            tt_msgs: 256_000,
+            durable_msgs: 2_000,
+        }
+    }
+}
+
+/// Whether the kind of case (`produce`, `consume`, `latency`, `tt`, `durable`) was asked for.
+fn wanted(kind: &str) -> bool {
+    std::env::var("MSGSTREAM_BENCH_CASES").map_or(true, |cases| {
+        cases.split(',').any(|case| case.trim() == kind)
+    })
+}
+
+/// The median of the ratios of paired runs (`ours[i] / reference[i]`, each pair measured back
+/// to back): steadier than the ratio of the two medians when the machine's speed drifts.
+fn paired_ratio(ours: &[f64], reference: &[f64]) -> f64 {
+    median(ours.iter().zip(reference).map(|(o, r)| o / r).collect())
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn queue_options(dir: &tempfile::TempDir) -> RocksmqOptions {
+    let mut options = RocksmqOptions::new(dir.path());
+    options.retention_interval = None;
+    options.sync = Durability::Buffered;
+    options
+}
+
+/// A raw database with the queue's options and its `messages` column family.
+fn raw_db(dir: &tempfile::TempDir) -> DB {
+    let families = [ColumnFamilyDescriptor::new(
+        "messages",
+        column_family_options(),
+    )];
+    DB::open_cf_descriptors(&database_options(), dir.path(), families).expect("raw open")
+}
+
+fn key(id: u64) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&TOPIC_ID.to_be_bytes());
+    key[8..].copy_from_slice(&id.to_be_bytes());
+    key
+}
+
+fn batch_of(payload: &[u8], size: usize) -> Vec<ProducerMessage> {
+    (0..size)
+        .map(|_| ProducerMessage::new(payload.to_vec()))
+        .collect()
+}
+
+fn main() {
+    let scale = scale();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut summary = Vec::new();
+    if wanted("produce") {
+        throughput::produce_cases(&runtime, &scale, &mut summary);
+    }
+    if wanted("consume") {
+        throughput::consume_cases(&runtime, &scale, &mut summary);
+    }
+    if wanted("latency") {
+        latency::latency_cases(&runtime, &scale, &mut summary);
+    }
+    if wanted("tt") {
+        tt::tt_cases(&runtime, &scale, &mut summary);
+    }
+    if wanted("durable") {
+        durable::durable_cases(&runtime, &scale, &mut summary);
+    }
+    for line in summary {
+        println!("{line}");
+    }
+}

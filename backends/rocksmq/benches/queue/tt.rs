@@ -1,0 +1,135 @@
+//! The timetick-aligned stream end to end over rocksmq: a `TtMsgStream` consuming 16 filled
+//! channels, against raw RocksDB iterating the same files (every record of those channels,
+//! ticks included, each value copied out). Both rates count the data messages delivered.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use msgstream::mq::{Client, InitialPosition};
+use msgstream::msg::{Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
+use msgstream::stream::{MsgStream, StreamOptions};
+use msgstream::tt::TtMsgStream;
+use msgstream_rocksmq::RocksmqClient;
+
+use crate::throughput::{open_raw_same_files, settle};
+use crate::{median, paired_ratio, queue_options, Scale, RUNS};
+
+const CHANNELS: usize = 16;
+/// Rounds (one insert per channel each) between two timeticks on every channel.
+const TICK_EVERY: u64 = 64;
+
+/// Adds the `case=tt_rocksmq` line: medians over `RUNS` filled databases, each read by both
+/// sides (which goes first alternates).
+pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for run in 0..RUNS {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = runtime.block_on(fill(&dir, scale.tt_msgs as u64 / CHANNELS as u64));
+        settle(&dir);
+        if run % 2 == 0 {
+            raw.push(raw_read(&dir, data));
+        }
+        ours.push(runtime.block_on(tt_read(&dir, data)));
+        if run % 2 == 1 {
+            raw.push(raw_read(&dir, data));
+        }
+    }
+    let ratio = paired_ratio(&ours, &raw);
+    let (ours, raw) = (median(ours), median(raw));
+    summary.push(format!(
+        "case=tt_rocksmq channels={CHANNELS} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw:.0} ratio={ratio:.2}"
+    ));
+}
+
+fn names() -> Vec<String> {
+    (0..CHANNELS).map(|c| format!("tt-{c}")).collect()
+}
+
+fn insert(row: u64, key: u32) -> TsMsg {
+    TsMsg::new(MsgBody::Insert(InsertRequest {
+        base: Some(MsgBase::new(MsgType::Insert as i32, row as i64, row)),
+        timestamps: vec![row],
+        row_ids: vec![row as i64],
+        row_data: vec![Blob { value: vec![7; 64] }],
+        num_rows: 1,
+        ..Default::default()
+    }))
+    .with_hash_keys(vec![key])
+}
+
+/// Writes `per_channel` inserts to each channel with a tick on every channel each
+/// `TICK_EVERY` rounds, then closes the queue; returns the number of inserts.
+async fn fill(dir: &tempfile::TempDir, per_channel: u64) -> u64 {
+    let client: Arc<dyn Client> = Arc::new(RocksmqClient::open(queue_options(dir)).expect("open"));
+    let mut stream = MsgStream::new(client.clone(), StreamOptions::default());
+    let names = names();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    stream.as_producer(&refs).await.expect("producers");
+    let (mut ts, mut written, mut round) = (1u64, 0u64, 0u64);
+    while round < per_channel {
+        let mut msgs = Vec::new();
+        for _ in 0..TICK_EVERY.min(per_channel - round) {
+            for c in 0..CHANNELS as u32 {
+                msgs.push(insert(ts, c));
+                ts += 1;
+                written += 1;
+            }
+            round += 1;
+        }
+        let pack = MsgPack {
+            msgs,
+            ..MsgPack::default()
+        };
+        stream.produce(&pack).await.expect("produce");
+        let tick = MsgPack {
+            msgs: vec![TsMsg::time_tick(ts)],
+            ..MsgPack::default()
+        };
+        stream.broadcast(&tick).await.expect("broadcast");
+        ts += 1;
+    }
+    stream.close().await;
+    client.close().await;
+    written
+}
+
+/// The tt stream from the earliest message until every insert was delivered.
+async fn tt_read(dir: &tempfile::TempDir, data: u64) -> f64 {
+    let client: Arc<dyn Client> = Arc::new(RocksmqClient::open(queue_options(dir)).expect("open"));
+    let names = names();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let start = Instant::now();
+    let mut stream = TtMsgStream::new(client.clone(), StreamOptions::default());
+    stream
+        .as_consumer(&refs, "tt", InitialPosition::Earliest)
+        .await
+        .expect("consumer");
+    let mut seen = 0;
+    while seen < data {
+        let pack = stream.next_pack().await.expect("open").expect("pack");
+        seen += pack.msgs.len() as u64;
+    }
+    let rate = data as f64 / start.elapsed().as_secs_f64();
+    assert_eq!(seen, data);
+    stream.close().await;
+    client.close().await;
+    rate
+}
+
+/// Raw RocksDB over the same (settled) files: every record of the messages column family.
+fn raw_read(dir: &tempfile::TempDir, data: u64) -> f64 {
+    let db = open_raw_same_files(dir);
+    let cf = db.cf_handle("messages").expect("cf");
+    let mut iter = db.raw_iterator_cf(cf);
+    iter.seek_to_first();
+    let start = Instant::now();
+    let mut records = 0u64;
+    while let (Some(_), Some(value)) = (iter.key(), iter.value()) {
+        let copy = bytes::Bytes::copy_from_slice(value);
+        records += u64::from(!copy.is_empty());
+        iter.next();
+    }
+    let rate = data as f64 / start.elapsed().as_secs_f64();
+    assert!(records > data, "every insert and tick was read");
+    rate
+}

@@ -1,0 +1,146 @@
+//! Tests of the group-committing writer.
+
+use super::*;
+use crate::topics::Topics;
+use crate::Durability;
+
+/// A leader that unwinds (its commit panicked) hands the leadership back and answers every
+/// queued producer with an error: nobody waits forever, and the next producer leads.
+#[tokio::test]
+async fn a_leader_that_unwinds_answers_the_queued_producers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), Durability::Buffered).expect("open");
+    let topics = store.with(Topics::load).expect("topics");
+    let topic = store
+        .with(|db| topics.get_or_create(db, "t"))
+        .expect("topic");
+    let writer = Writer::new(1 << 20, false);
+    let batch = || vec![ProducerMessage::new("x")];
+    let Ok(Role::Lead(_group)) = writer.enqueue(topic.clone(), batch()) else {
+        panic!("the first caller leads");
+    };
+    let Ok(Role::Follow(answer)) = writer.enqueue(topic.clone(), batch()) else {
+        panic!("the second caller follows");
+    };
+    // What unwinding out of `lead` does: the guard is dropped without finishing.
+    drop(LeaderGuard {
+        writer: &writer,
+        done: false,
+    });
+    let answered = answer.await.expect("answered, not dropped");
+    assert!(
+        matches!(&answered, Err(Error::Backend { message, .. }) if message.contains("panicked")),
+        "{answered:?}"
+    );
+    let Ok(Role::Lead(group)) = writer.enqueue(topic, batch()) else {
+        panic!("the next caller leads again");
+    };
+    assert_eq!(writer.lead(&store, group).expect("written"), 1..2);
+}
+
+/// Batches that queue up while a write is in progress go out together in the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+#[expect(
+    clippy::await_holding_lock,
+    reason = "holding the commit lock while producers queue up is what this test does"
+)]
+async fn queued_batches_share_one_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(Store::open(dir.path(), Durability::Buffered).expect("open"));
+    let topics = store.with(Topics::load).expect("topics");
+    let topic = store
+        .with(|db| topics.get_or_create(db, "t"))
+        .expect("topic");
+    let writer = Arc::new(Writer::new(1 << 20, false));
+    let blocked = writer.exclusive();
+    let spawn = |n: usize| {
+        let (writer, store, topic) = (writer.clone(), store.clone(), topic.clone());
+        let messages = (0..n).map(|_| ProducerMessage::new("x")).collect();
+        tokio::spawn(async move {
+            match writer.enqueue(topic, messages)? {
+                Role::Done(range) => Ok(range),
+                Role::Follow(answer) => answer.await.map_err(|_| Error::Closed("writer"))?,
+                Role::Lead(group) => writer.lead(&store, group),
+            }
+        })
+    };
+    // The first caller leads and waits for the commit lock; the others queue behind it.
+    let leader = spawn(1);
+    while !lock(&writer.queue).leading {
+        tokio::task::yield_now().await;
+    }
+    let followers = [spawn(2), spawn(3)];
+    while lock(&writer.queue).pending.len() < 2 {
+        tokio::task::yield_now().await;
+    }
+    drop(blocked);
+    assert_eq!(leader.await.expect("join").expect("append"), 1..2);
+    let mut ranges = Vec::new();
+    for follower in followers {
+        ranges.push(follower.await.expect("join").expect("append"));
+    }
+    ranges.sort_by_key(|r| r.start);
+    assert_eq!(ranges.iter().map(|r| r.end - r.start).sum::<u64>(), 5);
+    assert_eq!(
+        (ranges[0].start, ranges[1].end),
+        (2, 7),
+        "consecutive, no gap"
+    );
+    assert_eq!(
+        writer.stats(),
+        WriteStats {
+            writes: 2,
+            batches: 3
+        }
+    );
+}
+
+/// Under synced writes the leader's own caller is answered once its group is durable (the
+/// leader goes on lingering), and producers that come back while the leader lingers share one
+/// write with those that were already queued.
+#[tokio::test]
+async fn a_synced_leader_answers_early_and_lingers_for_the_answered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(Store::open(dir.path(), Durability::SyncData).expect("open"));
+    let topics = store.with(Topics::load).expect("topics");
+    let topic = store
+        .with(|db| topics.get_or_create(db, "t"))
+        .expect("topic");
+    // Long enough that only an arrival ends the first linger; the last one times out.
+    let writer = Arc::new(Writer::new(1 << 20, true).with_linger_bound(Duration::from_secs(1)));
+    let batch = || vec![ProducerMessage::new("x")];
+    let Ok(Role::Lead(mut group)) = writer.enqueue(topic.clone(), batch()) else {
+        panic!("the first caller leads");
+    };
+    let own = group.answer_by_channel();
+    let followers: Vec<_> = (0..2)
+        .map(|_| match writer.enqueue(topic.clone(), batch()) {
+            Ok(Role::Follow(answer)) => answer,
+            _ => panic!("later callers follow"),
+        })
+        .collect();
+    let leader = {
+        let (writer, store) = (writer.clone(), store.clone());
+        std::thread::spawn(move || writer.lead(&store, group))
+    };
+    // Answered while the leader waits for the two queued batches and this one's next.
+    assert_eq!(own.await.expect("answered").expect("written"), 1..2);
+    let Ok(Role::Follow(again)) = writer.enqueue(topic, batch()) else {
+        panic!("the leader is still leading");
+    };
+    let mut ranges = Vec::new();
+    for answer in followers.into_iter().chain([again]) {
+        ranges.push(answer.await.expect("answered").expect("written"));
+    }
+    ranges.sort_by_key(|r| r.start);
+    assert_eq!(ranges, [2..3, 3..4, 4..5]);
+    drop(leader.join().expect("leader thread"));
+    assert_eq!(
+        writer.stats(),
+        WriteStats {
+            writes: 2,
+            batches: 4
+        },
+        "the three queued batches went out in one write"
+    );
+}
