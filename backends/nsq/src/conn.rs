@@ -13,7 +13,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::codec::{decode_frame, Command, Frame, RawMessage, ServerError, HEARTBEAT, MAGIC_V2};
@@ -121,15 +121,36 @@ pub struct Writer {
     shared: Arc<WriteShared>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct WriteShared {
     pending: Mutex<Pending>,
     wake: Notify,
+    /// Bytes handed to the socket so far, and whether the write task has ended: what
+    /// [`Writer::flush`] waits on.
+    written: watch::Sender<Written>,
+}
+
+impl Default for WriteShared {
+    fn default() -> Self {
+        WriteShared {
+            pending: Mutex::default(),
+            wake: Notify::new(),
+            written: watch::Sender::new(Written::default()),
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Written {
+    bytes: u64,
+    ended: bool,
 }
 
 #[derive(Debug, Default)]
 struct Pending {
     buf: BytesMut,
+    /// Bytes ever queued (the end of `buf` in the connection's byte stream).
+    queued: u64,
     /// The task was woken and has not taken `buf` yet: later commands need not wake it.
     scheduled: bool,
     /// No more commands accepted (shut down, or a write failed).
@@ -174,13 +195,32 @@ impl Writer {
         if pending.closed {
             return Err(Error::Closed("connection"));
         }
+        let before = pending.buf.len();
         encode(&mut pending.buf);
+        pending.queued += (pending.buf.len() - before) as u64;
         if !pending.scheduled {
             pending.scheduled = true;
             drop(pending);
             self.shared.wake.notify_one();
         }
         Ok(())
+    }
+
+    /// Waits until everything queued so far is written to the socket, so it reaches the
+    /// server even if this process dies now (an answer like FIN has no reply to wait for).
+    /// [`Error::Closed`] if the connection ended first.
+    pub async fn flush(&self) -> Result<()> {
+        let mark = self.shared.lock().queued;
+        let mut written = self.shared.written.subscribe();
+        let state = written
+            .wait_for(|w| w.bytes >= mark || w.ended)
+            .await
+            .map_err(|_| Error::Closed("connection"))?;
+        if state.bytes >= mark {
+            Ok(())
+        } else {
+            Err(Error::Closed("connection"))
+        }
     }
 
     /// Writes what is queued, then shuts the socket's write side; the server then closes and
@@ -243,11 +283,13 @@ async fn write_loop(
         };
         if !batch.is_empty() {
             let written = tokio::time::timeout(timeout, half.write_all(&batch)).await;
+            let len = batch.len() as u64;
             batch.clear();
             if !matches!(written, Ok(Ok(()))) {
                 tracing::debug!(addr, "write failed or timed out; closing the connection");
                 break shutdown;
             }
+            shared.written.send_modify(|w| w.bytes += len);
         }
         // Only a shutdown or the last handle's drop closes: nothing can follow.
         if closed {
@@ -263,6 +305,7 @@ async fn write_loop(
         // hears when its sender drops here.
         pending.shutdown = None;
     }
+    shared.written.send_modify(|w| w.ended = true);
     if let Some(done) = shutdown {
         let _ = done.send(());
     }

@@ -125,6 +125,15 @@ impl Message {
             .await
     }
 
+    /// Waits until this message's answer (and everything queued before it on its connection)
+    /// is written to the socket: after that, the server gets it even if this process dies.
+    pub async fn flush(&self) -> Result<()> {
+        self.writer
+            .flush()
+            .await
+            .map_err(|_| Error::Closed("the connection this message came from"))
+    }
+
     /// REQ: deliver again after `delay`, or after `default × attempts` (capped) when `None`.
     /// Signals the consumer to back off.
     pub async fn requeue(&self, delay: Option<Duration>) -> Result<()> {

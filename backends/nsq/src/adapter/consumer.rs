@@ -61,13 +61,27 @@ impl Acks {
                 pending.remove(&message.id).into_iter().collect()
             }
         };
-        for nsq in done {
-            nsq.finish().await.map_err(|_| {
-                Error::StaleDelivery(format!(
-                    "message {:?} came over a connection that has since dropped; it will be delivered again",
-                    message.id
-                ))
-            })?;
+        let stale = || {
+            Error::StaleDelivery(format!(
+                "message {:?} came over a connection that has since dropped; it will be delivered again",
+                message.id
+            ))
+        };
+        // Highest offset first: the server's confirmed offset is its lowest unfinished
+        // message, so if this process dies with only some of these FINs written, the channel
+        // still resumes at the first of them, never in the middle of what this ack covers.
+        for nsq in done.iter().rev() {
+            nsq.finish().await.map_err(|_| stale())?;
+        }
+        // The mq contract: an acknowledged message stays acknowledged if the process dies
+        // now. FIN has no reply, so wait until the FINs are on the socket (once per
+        // connection: each writes in order).
+        let mut flushed: Vec<&crate::message::Origin> = Vec::new();
+        for nsq in &done {
+            if !flushed.contains(&nsq.origin()) {
+                nsq.flush().await.map_err(|_| stale())?;
+                flushed.push(nsq.origin());
+            }
         }
         Ok(())
     }
