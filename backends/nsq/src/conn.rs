@@ -158,6 +158,12 @@ impl Writer {
 
     /// Queues one command.
     pub async fn send(&self, command: Command<'_>) -> Result<()> {
+        self.queue(command)
+    }
+
+    /// Queues one command without awaiting (for callers that are not async, like the reader's
+    /// deliveries).
+    pub(crate) fn queue(&self, command: Command<'_>) -> Result<()> {
         self.encode(|buf| command.encode(buf))
     }
 
@@ -356,14 +362,16 @@ async fn read_reply(
 
 impl Conn {
     /// Dials `addr`, negotiates, authenticates, sends `subscribe` (a SUB variant) and waits
-    /// for its `OK`, then starts the reader task feeding `sink`. `positions` says whether
-    /// deliveries carry offset and raw size (SUB_ADVANCED, SUB_ORDERED).
+    /// for its `OK`, then starts the reader task feeding `sink`, which gets the connection's
+    /// writer along so a consumer can hand out and answer messages on the reader's task.
+    /// `positions` says whether deliveries carry offset and raw size (SUB_ADVANCED,
+    /// SUB_ORDERED).
     pub async fn connect(
         addr: &str,
         config: &ConnConfig,
         subscribe: Option<Command<'_>>,
         positions: bool,
-        sink: impl FnMut(Event) + Send + 'static,
+        sink: impl FnMut(Event, &Arc<Writer>) + Send + 'static,
     ) -> Result<Conn> {
         let stream = tokio::time::timeout(config.dial_timeout, TcpStream::connect(addr))
             .await
@@ -458,7 +466,7 @@ async fn read_loop(
     config: ConnConfig,
     positions: bool,
     writer: Arc<Writer>,
-    mut sink: impl FnMut(Event),
+    mut sink: impl FnMut(Event, &Arc<Writer>),
 ) {
     let end = loop {
         let frame = match read_frame(&addr, &mut read, &mut buf, &config).await {
@@ -474,10 +482,10 @@ async fn read_loop(
                     break Some(e);
                 }
             }
-            Frame::Response(data) => sink(Event::Response(data)),
-            Frame::Error(error) => sink(Event::Error(error)),
+            Frame::Response(data) => sink(Event::Response(data), &writer),
+            Frame::Error(error) => sink(Event::Error(error), &writer),
             Frame::Message(data) => match RawMessage::parse(data, positions) {
-                Ok(message) => sink(Event::Message(message)),
+                Ok(message) => sink(Event::Message(message), &writer),
                 Err(source) => {
                     break Some(Error::Codec {
                         addr: addr.clone(),
@@ -488,5 +496,5 @@ async fn read_loop(
         }
     };
     writer.shutdown().await;
-    sink(Event::Closed(end));
+    sink(Event::Closed(end), &writer);
 }

@@ -63,7 +63,7 @@ impl Link {
         let alive = Arc::new(AtomicBool::new(true));
         let (sink_waiters, sink_alive, sink_addr) =
             (waiters.clone(), alive.clone(), addr.to_string());
-        let conn = Conn::connect(addr, config, None, false, move |event| {
+        let conn = Conn::connect(addr, config, None, false, move |event, _: &Arc<_>| {
             let reply = match event {
                 Event::Response(data) => Ok(data),
                 Event::Error(error) => {
