@@ -115,6 +115,11 @@ pub enum Event {
 /// right after the first sender and writes its command alone). A failed or timed-out write closes the
 /// connection; queuing on a closed connection is [`Error::Closed`]. Dropping the last handle
 /// flushes what is queued and shuts the write side.
+///
+/// A caller that knows no command follows soon (a consumer's answer to the last message the
+/// application had waiting, see [`Writer::queue_now`]) writes what is pending itself, without
+/// blocking, while the task is not writing: at `max_in_flight` 1 every FIN would otherwise cost
+/// a wake-up of the task. Whatever the socket does not take at once is left to the task.
 #[derive(Debug)]
 pub struct Writer {
     addr: String,
@@ -130,6 +135,9 @@ struct WriteShared {
 #[derive(Debug, Default)]
 struct Pending {
     buf: BytesMut,
+    /// The socket, here while the task is not writing; the task takes it along with `buf`,
+    /// so a direct write can never overtake (or interleave with) one of the task's.
+    half: Option<OwnedWriteHalf>,
     /// The task was woken and has not taken `buf` yet: later commands need not wake it.
     scheduled: bool,
     /// No more commands accepted (shut down, or a write failed).
@@ -149,7 +157,8 @@ impl WriteShared {
 impl Writer {
     fn spawn(addr: &str, half: OwnedWriteHalf, timeout: Duration) -> Arc<Writer> {
         let shared = Arc::new(WriteShared::default());
-        tokio::spawn(write_loop(addr.to_string(), half, shared.clone(), timeout));
+        shared.lock().half = Some(half);
+        tokio::spawn(write_loop(addr.to_string(), shared.clone(), timeout));
         Arc::new(Writer {
             addr: addr.to_string(),
             shared,
@@ -165,6 +174,38 @@ impl Writer {
     /// deliveries).
     pub(crate) fn queue(&self, command: Command<'_>) -> Result<()> {
         self.encode(|buf| command.encode(buf))
+    }
+
+    /// Queues one command and writes everything pending at once if the task is not writing
+    /// and the socket takes it without blocking; for a command no other is likely to join.
+    pub(crate) fn queue_now(&self, command: Command<'_>) -> Result<()> {
+        let mut pending = self.shared.lock();
+        if pending.closed {
+            return Err(Error::Closed("connection"));
+        }
+        command.encode(&mut pending.buf);
+        let pending = &mut *pending;
+        if let Some(half) = &pending.half {
+            while !pending.buf.is_empty() {
+                match half.try_write(&pending.buf) {
+                    Ok(n) if n > 0 => {
+                        let _ = pending.buf.split_to(n);
+                    }
+                    // Blocked or failed: the task waits for the socket, or reports the error.
+                    _ => break,
+                }
+            }
+            if pending.buf.is_empty() {
+                // Written in full; the buffer keeps its capacity for the next commands.
+                pending.buf.clear();
+                return Ok(());
+            }
+        }
+        if !pending.scheduled {
+            pending.scheduled = true;
+            self.shared.wake.notify_one();
+        }
+        Ok(())
     }
 
     /// Queues already-encoded commands.
@@ -220,12 +261,7 @@ impl Drop for Writer {
     }
 }
 
-async fn write_loop(
-    addr: String,
-    mut half: OwnedWriteHalf,
-    shared: Arc<WriteShared>,
-    timeout: Duration,
-) {
+async fn write_loop(addr: String, shared: Arc<WriteShared>, timeout: Duration) {
     // Two buffers taking turns: commands queue into one while the other is written.
     let mut batch = BytesMut::new();
     // Whether the last yield let more commands join, and wake-ups counted for probing again.
@@ -241,15 +277,21 @@ async fn write_loop(
             tokio::task::yield_now().await;
             yield_gathers = shared.lock().buf.len() > before;
         }
-        let (shutdown, closed) = {
+        let (shutdown, closed, half) = {
             let mut pending = shared.lock();
             pending.scheduled = false;
             std::mem::swap(&mut pending.buf, &mut batch);
-            (pending.shutdown.take(), pending.closed)
+            let half = if batch.is_empty() {
+                None
+            } else {
+                pending.half.take()
+            };
+            (pending.shutdown.take(), pending.closed, half)
         };
-        if !batch.is_empty() {
+        if let Some(mut half) = half {
             let written = tokio::time::timeout(timeout, half.write_all(&batch)).await;
             batch.clear();
+            shared.lock().half = Some(half);
             if !matches!(written, Ok(Ok(()))) {
                 tracing::debug!(addr, "write failed or timed out; closing the connection");
                 break shutdown;
@@ -260,10 +302,16 @@ async fn write_loop(
             break shutdown;
         }
     };
-    let _ = half.shutdown().await;
-    {
+    let half = {
         let mut pending = shared.lock();
         pending.closed = true;
+        pending.half.take()
+    };
+    if let Some(mut half) = half {
+        let _ = half.shutdown().await;
+    }
+    {
+        let mut pending = shared.lock();
         pending.ended = true;
         // A shutdown asked for after this point returns at once; one asked for before the end
         // hears when its sender drops here.

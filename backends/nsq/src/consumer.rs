@@ -147,6 +147,9 @@ pub(crate) struct Counters {
     pub connections: AtomicU64,
     pub reconnects: AtomicU64,
     pub backoff_level: AtomicU64,
+    /// Messages delivered and not yet taken by the application: while any wait, answers are
+    /// left to gather into one write (see `Message::send`).
+    pub waiting: AtomicU64,
 }
 
 /// A snapshot of [`Consumer::stats`].
@@ -198,12 +201,21 @@ impl Consumer {
     /// The next message; `None` once the consumer has stopped and every delivered message
     /// was taken. Cancel-safe.
     pub async fn recv(&self) -> Option<Message> {
-        self.deliveries.lock().await.recv().await
+        let message = self.deliveries.lock().await.recv().await;
+        self.taken(message)
     }
 
     /// A message already received, without waiting.
     pub async fn try_recv(&self) -> Option<Message> {
-        self.deliveries.lock().await.try_recv().ok()
+        let message = self.deliveries.lock().await.try_recv().ok();
+        self.taken(message)
+    }
+
+    fn taken(&self, message: Option<Message>) -> Option<Message> {
+        if message.is_some() {
+            self.counters.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+        message
     }
 
     /// Changes `max_in_flight`; 0 pauses the consumer.

@@ -128,6 +128,7 @@ impl Shared {
         out: &mpsc::UnboundedSender<Message>,
     ) {
         self.counters.received.fetch_add(1, Ordering::Relaxed);
+        self.counters.waiting.fetch_add(1, Ordering::SeqCst);
         source.in_flight.fetch_add(1, Ordering::SeqCst);
         self.touch(source);
         let max_attempts = self.config.max_attempts;
@@ -147,12 +148,14 @@ impl Shared {
             auto_response: AtomicBool::new(true),
         };
         if give_up {
+            self.counters.waiting.fetch_sub(1, Ordering::SeqCst);
             if let Err(e) = message.answer(Command::Fin(&message.raw.id), Signal::Resume, false) {
                 tracing::debug!("FIN of a failed message: {e}");
             }
             return;
         }
         if let Err(returned) = out.send(message) {
+            self.counters.waiting.fetch_sub(1, Ordering::SeqCst);
             let message = returned.0;
             let command = Command::Req(&message.raw.id, 0);
             if let Err(e) = message.answer(command, Signal::Continue, true) {
@@ -288,7 +291,19 @@ impl Message {
         if self.is_answered() {
             return Ok(());
         }
-        self.writer.queue(Command::Touch(&self.raw.id))
+        self.send(Command::Touch(&self.raw.id))
+    }
+
+    /// Queues a response on the message's connection. While more messages wait for the
+    /// application, their answers will follow and join one write; an answer to the last one
+    /// (always the case at `max_in_flight` 1) is written at once, sparing the write task a
+    /// wake-up.
+    fn send(&self, command: Command<'_>) -> Result<()> {
+        if self.shared.counters.waiting.load(Ordering::SeqCst) == 0 {
+            self.writer.queue_now(command)
+        } else {
+            self.writer.queue(command)
+        }
     }
 
     /// Writes the answer and accounts for it: the in-flight count first, so the engine sees
@@ -297,7 +312,7 @@ impl Message {
         if self.answered.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        if self.writer.queue(command).is_err() {
+        if self.send(command).is_err() {
             self.answered.store(false, Ordering::Release);
             return Err(Error::Closed("the connection this message came from"));
         }
