@@ -129,8 +129,11 @@ impl Shared {
     ) {
         self.counters.received.fetch_add(1, Ordering::Relaxed);
         self.counters.waiting.fetch_add(1, Ordering::SeqCst);
-        source.in_flight.fetch_add(1, Ordering::SeqCst);
-        self.touch(source);
+        // Activity only matters while nothing is in flight (see `Engine::redistribute`), so
+        // the clock is read when the count leaves or reaches zero, not for every message.
+        if source.in_flight.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.touch(source);
+        }
         let max_attempts = self.config.max_attempts;
         let give_up = max_attempts > 0 && raw.attempts > max_attempts;
         if give_up {
@@ -323,8 +326,9 @@ impl Message {
             &counters.finished
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        self.source.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.shared.touch(&self.source);
+        if self.source.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.shared.touch(&self.source);
+        }
         self.shared.report(&self.source.origin, signal);
         Ok(())
     }
