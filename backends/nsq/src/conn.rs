@@ -109,7 +109,7 @@ pub enum Event {
 /// Commands are encoded straight into one pending buffer (no allocation or channel node per
 /// command) that a write task sends in one write, in queue order, each write bounded by the
 /// write timeout. Only the first command after a write wakes the task, and the task yields
-/// once before taking the buffer, so everything the tasks that are ready at that moment queue
+/// (again while yielding gathers more) before taking the buffer, so everything the tasks that are ready at that moment queue
 /// (the publishers woken by one read of `OK`s, a burst of FINs) joins one write: one wake-up
 /// and one syscall per burst instead of per command (without the yield the woken task runs
 /// right after the first sender and writes its command alone). A failed or timed-out write closes the
@@ -261,6 +261,9 @@ impl Drop for Writer {
     }
 }
 
+/// Most yields after the first while they keep gathering commands (see `write_loop`).
+const MORE_YIELDS: usize = 8;
+
 async fn write_loop(addr: String, shared: Arc<WriteShared>, timeout: Duration) {
     // Two buffers taking turns: commands queue into one while the other is written.
     let mut batch = BytesMut::new();
@@ -273,9 +276,21 @@ async fn write_loop(addr: String, shared: Arc<WriteShared>, timeout: Duration) {
         // nothing (commands come one at a time, e.g. FINs at max_in_flight 1) only every 8th
         // wake-up tries again.
         if yield_gathers || wakeups % 8 == 0 {
-            let before = shared.lock().buf.len();
+            let mut before = shared.lock().buf.len();
             tokio::task::yield_now().await;
-            yield_gathers = shared.lock().buf.len() > before;
+            let mut queued = shared.lock().buf.len();
+            yield_gathers = queued > before;
+            // Senders woken together run on both workers, so one yield can end before the
+            // other worker's have queued: keep yielding while each yield still gathers
+            // (bounded). Single PUBs from 64 callers took about a fifth fewer writes so.
+            for _ in 0..MORE_YIELDS {
+                if queued <= before {
+                    break;
+                }
+                before = queued;
+                tokio::task::yield_now().await;
+                queued = shared.lock().buf.len();
+            }
         }
         let (shutdown, closed, half) = {
             let mut pending = shared.lock();
