@@ -293,7 +293,7 @@ impl Producer {
         body: &[u8],
     ) -> Result<TraceReceipt> {
         self.check(topic, &[body])?;
-        let (reply, addr) = self
+        let (reply, index) = self
             .send(Command::PubTrace {
                 topic,
                 partition,
@@ -301,7 +301,10 @@ impl Producer {
                 body,
             })
             .await?;
-        TraceReceipt::parse(&reply).map_err(|source| Error::Codec { addr, source })
+        TraceReceipt::parse(&reply).map_err(|source| Error::Codec {
+            addr: self.config.nsqd[index].clone(),
+            source,
+        })
     }
 
     /// Creates a topic partition on a Youzan nsqd (`INTERNAL_CREATE_TOPIC`); creating one that
@@ -355,14 +358,15 @@ impl Producer {
         Ok(())
     }
 
-    async fn send(&self, command: Command<'_>) -> Result<(Bytes, String)> {
+    async fn send(&self, command: Command<'_>) -> Result<(Bytes, usize)> {
         self.send_with(|buf| command.encode(buf)).await
     }
 
     /// Sends to one nsqd after another, starting round robin, until one answers `OK` or
-    /// refuses for good. Each nsqd is tried twice, so a connection that died since its last use
-    /// is replaced by a fresh one.
-    async fn send_with(&self, encode: impl Fn(&mut BytesMut)) -> Result<(Bytes, String)> {
+    /// refuses for good, and returns the reply with the index of the nsqd that gave it (not
+    /// its address: a copy per publish that only PUB_TRACE's errors need). Each nsqd is tried
+    /// twice, so a connection that died since its last use is replaced by a fresh one.
+    async fn send_with(&self, encode: impl Fn(&mut BytesMut)) -> Result<(Bytes, usize)> {
         let n = self.links.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last = None;
@@ -381,7 +385,7 @@ impl Producer {
                 }
             };
             match link.request(&encode, self.config.conn.read_timeout).await {
-                Ok(reply) => return Ok((reply, addr.clone())),
+                Ok(reply) => return Ok((reply, index)),
                 Err(e) if e.is_transient() => {
                     tracing::debug!(addr, "publish failed, trying the next nsqd: {e}");
                     last = Some(e);
