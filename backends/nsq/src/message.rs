@@ -76,10 +76,15 @@ impl Shared {
     /// neither backs off nor stops changes nothing there (the backoff state machine ignores
     /// them at level 0), so it is not sent: an answer that read `listening` false is one the
     /// engine would have handled before whatever made it listen.
+    ///
+    /// `backoff_pending` is read before `listening`, the reverse of the order the engine
+    /// writes them in (`listening` first, then the pending count down): read the other way,
+    /// an answer could miss both a backoff signal still pending when it read `listening` and
+    /// the `listening` that handling it set.
     fn report(&self, origin: &Origin, signal: Signal) {
-        let needed = signal == Signal::Backoff || self.listening.load(Ordering::SeqCst) || {
-            self.backoff_pending.load(Ordering::SeqCst) > 0
-        };
+        let needed = signal == Signal::Backoff
+            || self.backoff_pending.load(Ordering::SeqCst) > 0
+            || self.listening.load(Ordering::SeqCst);
         if !needed {
             return;
         }
