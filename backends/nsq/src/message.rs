@@ -23,6 +23,7 @@ use crate::backoff::Signal;
 use crate::codec::{Command, MsgId, RawMessage};
 use crate::conn::Writer;
 use crate::consumer::{ConsumerConfig, Counters};
+use crate::engine::Ev;
 use crate::error::{Error, Result};
 
 /// Which connection a message came from: nsqd address and partition.
@@ -45,13 +46,13 @@ pub(crate) struct Answered {
 pub(crate) struct Shared {
     pub config: Arc<ConsumerConfig>,
     pub counters: Arc<Counters>,
-    answered_tx: mpsc::UnboundedSender<Answered>,
+    /// The engine's event queue: answers join it in the order they happen relative to its
+    /// timers (a failure sent during a backoff pause must reach the engine before the pause's
+    /// end, or it would count).
+    engine: mpsc::UnboundedSender<Ev>,
     /// Set by the engine while every answer matters to it: backing off (a FIN lowers the
     /// level) or stopping (the last answer closes a drained connection).
     listening: AtomicBool,
-    /// Backoff signals sent to the engine and not yet handled: answers sent meanwhile must
-    /// follow them, as they would if the engine already listened.
-    backoff_pending: AtomicU32,
     /// Origin of [`Source::last_active`].
     epoch: Instant,
 }
@@ -60,14 +61,13 @@ impl Shared {
     pub(crate) fn new(
         config: Arc<ConsumerConfig>,
         counters: Arc<Counters>,
-        answered_tx: mpsc::UnboundedSender<Answered>,
+        engine: mpsc::UnboundedSender<Ev>,
     ) -> Shared {
         Shared {
             config,
             counters,
-            answered_tx,
+            engine,
             listening: AtomicBool::new(false),
-            backoff_pending: AtomicU32::new(0),
             epoch: Instant::now(),
         }
     }
@@ -77,24 +77,24 @@ impl Shared {
     /// them at level 0), so it is not sent: an answer that read `listening` false is one the
     /// engine would have handled before whatever made it listen.
     ///
-    /// `backoff_pending` is read before `listening`, the reverse of the order the engine
+    /// `Counters::backoff_pending` is read before `listening`, the reverse of the order the engine
     /// writes them in (`listening` first, then the pending count down): read the other way,
     /// an answer could miss both a backoff signal still pending when it read `listening` and
     /// the `listening` that handling it set.
     fn report(&self, origin: &Origin, signal: Signal) {
         let needed = signal == Signal::Backoff
-            || self.backoff_pending.load(Ordering::SeqCst) > 0
+            || self.counters.backoff_pending.load(Ordering::SeqCst) > 0
             || self.listening.load(Ordering::SeqCst);
         if !needed {
             return;
         }
         if signal == Signal::Backoff {
-            self.backoff_pending.fetch_add(1, Ordering::SeqCst);
+            self.counters.backoff_pending.fetch_add(1, Ordering::SeqCst);
         }
-        let _ = self.answered_tx.send(Answered {
+        let _ = self.engine.send(Ev::Answered(Answered {
             origin: origin.clone(),
             signal,
-        });
+        }));
     }
 
     /// The engine sets whether it needs every answer (backing off or stopping).
@@ -104,7 +104,7 @@ impl Shared {
 
     /// The engine handled a backoff signal (after updating [`Shared::listen`]).
     pub(crate) fn backoff_handled(&self) {
-        self.backoff_pending.fetch_sub(1, Ordering::SeqCst);
+        self.counters.backoff_pending.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn now(&self) -> u64 {

@@ -32,7 +32,7 @@ pub(crate) enum Command {
     Stop(Option<oneshot::Sender<()>>),
 }
 
-pub(super) enum Ev {
+pub(crate) enum Ev {
     Command(Command),
     Frame(Origin, u64, Event),
     Connected(Origin, u64, Result<(Conn, Arc<Source>)>),
@@ -108,13 +108,12 @@ impl Engine {
     ) {
         let (tx, rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel::<Command>();
-        let (answered, answered_rx) = mpsc::unbounded_channel::<Answered>();
         let (ready_tx, ready_rx) = oneshot::channel();
         let config = Arc::new(config);
         let engine = Engine {
             backoff: Backoff::new(config.backoff, entropy()),
             max_in_flight: config.max_in_flight,
-            shared: Arc::new(Shared::new(config.clone(), counters.clone(), answered)),
+            shared: Arc::new(Shared::new(config.clone(), counters.clone(), tx.clone())),
             config,
             tx,
             out,
@@ -130,7 +129,7 @@ impl Engine {
             stopping: false,
             ever_connected: BTreeSet::new(),
         };
-        tokio::spawn(engine.run(rx, cmd_rx, answered_rx, ready_tx));
+        tokio::spawn(engine.run(rx, cmd_rx, ready_tx));
         (cmd_tx, ready_rx)
     }
 
@@ -138,7 +137,6 @@ impl Engine {
         mut self,
         mut rx: mpsc::UnboundedReceiver<Ev>,
         mut commands: mpsc::UnboundedReceiver<Command>,
-        mut answers: mpsc::UnboundedReceiver<Answered>,
         ready: oneshot::Sender<Result<()>>,
     ) {
         if let Err(e) = self.connect_static().await {
@@ -178,11 +176,10 @@ impl Engine {
             });
         }
         loop {
-            // The engine holds a sender of `rx` and `answers` (through `shared`), so neither
-            // ends; `commands` ends when the consumer handle is gone, after its Stop.
+            // The engine holds a sender of `rx`, so it does not end; `commands` ends when the
+            // consumer handle is gone, after its Stop.
             let ev = tokio::select! {
                 Some(ev) = rx.recv() => ev,
-                Some(answered) = answers.recv() => Ev::Answered(answered),
                 Some(command) = commands.recv() => Ev::Command(command),
                 else => break,
             };
