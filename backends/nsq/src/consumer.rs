@@ -7,7 +7,7 @@
 //! in-flight message before closing its connections, so nothing acknowledged is lost and nothing
 //! unacknowledged is dropped without the server knowing to redeliver it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -147,6 +147,13 @@ pub(crate) struct Counters {
     pub connections: AtomicU64,
     pub reconnects: AtomicU64,
     pub backoff_level: AtomicU64,
+    /// Messages delivered and not yet taken by the application: while any wait, answers are
+    /// left to gather into one write (see `Message::send`).
+    pub waiting: AtomicU64,
+    /// Backoff signals sent to the engine and not yet handled: answers sent meanwhile must
+    /// follow them, as they would if the engine already listened (see `Shared::report`), and
+    /// [`Consumer::recv`] lets the engine handle them first.
+    pub backoff_pending: AtomicU32,
 }
 
 /// A snapshot of [`Consumer::stats`].
@@ -167,6 +174,9 @@ pub struct Stats {
     /// Current backoff level (0: not backing off).
     pub backoff_level: u64,
 }
+
+/// Most yields [`Consumer::recv`] waits for the engine to handle a backoff signal.
+const SETTLE_YIELDS: usize = 1000;
 
 /// A running consumer.
 pub struct Consumer {
@@ -198,12 +208,37 @@ impl Consumer {
     /// The next message; `None` once the consumer has stopped and every delivered message
     /// was taken. Cancel-safe.
     pub async fn recv(&self) -> Option<Message> {
-        self.deliveries.lock().await.recv().await
+        self.backoff_settled().await;
+        let message = self.deliveries.lock().await.recv().await;
+        self.taken(message)
+    }
+
+    /// Waits (yielding, bounded) while a backoff signal is on its way to the engine, so that a
+    /// failure pauses the consumer before the application takes the next message, as when
+    /// every message passed through the engine. Without it a handler with messages queued
+    /// kept the engine's task from running (a task woken from a worker waits in that worker's
+    /// slot until the running one yields) and handled every message, redeliveries included,
+    /// before the backoff began: then no message was left to test the waters with.
+    async fn backoff_settled(&self) {
+        for _ in 0..SETTLE_YIELDS {
+            if self.counters.backoff_pending.load(Ordering::SeqCst) == 0 || self.is_stopped() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
     }
 
     /// A message already received, without waiting.
     pub async fn try_recv(&self) -> Option<Message> {
-        self.deliveries.lock().await.try_recv().ok()
+        let message = self.deliveries.lock().await.try_recv().ok();
+        self.taken(message)
+    }
+
+    fn taken(&self, message: Option<Message>) -> Option<Message> {
+        if message.is_some() {
+            self.counters.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+        message
     }
 
     /// Changes `max_in_flight`; 0 pauses the consumer.

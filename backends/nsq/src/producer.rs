@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::codec::{validate_name, Command, TraceReceipt};
 use crate::conn::{Conn, ConnConfig, Event};
@@ -44,13 +46,33 @@ impl Default for ProducerConfig {
     }
 }
 
-type Waiter = oneshot::Sender<Result<Bytes>>;
+/// A request waiting for its reply; replies come in command order, so they pop from the front.
+struct Waiter {
+    /// When the request gives up: sent plus the read timeout.
+    deadline: Instant,
+    /// `None` once the watchdog failed the request: its slot stays, so a late reply is still
+    /// matched to it and not to the request after it.
+    reply: Option<oneshot::Sender<Result<Bytes>>>,
+}
 
 /// One pipelined producer connection.
+///
+/// Request deadlines are kept by one watchdog task per connection instead of a timer per
+/// request (a timer wheel entry made and dropped for every publish was a visible part of the
+/// cost of a single PUB): it sleeps until the oldest unanswered request's deadline and fails
+/// every request past its own, so a stuck reply still fails the waiting sends within the
+/// timeout.
 struct Link {
     conn: Conn,
     waiters: Arc<Mutex<VecDeque<Waiter>>>,
     alive: Arc<AtomicBool>,
+    watchdog: JoinHandle<()>,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.watchdog.abort();
+    }
 }
 
 fn lock(waiters: &Mutex<VecDeque<Waiter>>) -> std::sync::MutexGuard<'_, VecDeque<Waiter>> {
@@ -63,7 +85,7 @@ impl Link {
         let alive = Arc::new(AtomicBool::new(true));
         let (sink_waiters, sink_alive, sink_addr) =
             (waiters.clone(), alive.clone(), addr.to_string());
-        let conn = Conn::connect(addr, config, None, false, move |event| {
+        let conn = Conn::connect(addr, config, None, false, move |event, _: &Arc<_>| {
             let reply = match event {
                 Event::Response(data) => Ok(data),
                 Event::Error(error) => {
@@ -82,27 +104,36 @@ impl Link {
                 }),
                 Event::Closed(_) => {
                     sink_alive.store(false, Ordering::Release);
-                    for waiter in lock(&sink_waiters).drain(..) {
-                        let _ = waiter.send(Err(Error::Closed("producer connection")));
+                    for reply_to in lock(&sink_waiters).drain(..).filter_map(|w| w.reply) {
+                        let _ = reply_to.send(Err(Error::Closed("producer connection")));
                     }
                     return;
                 }
             };
-            if let Some(waiter) = lock(&sink_waiters).pop_front() {
-                let _ = waiter.send(reply);
+            let waiter = lock(&sink_waiters).pop_front();
+            if let Some(reply_to) = waiter.and_then(|w| w.reply) {
+                let _ = reply_to.send(reply);
             }
         })
         .await?;
+        let watchdog = tokio::spawn(watchdog(
+            addr.to_string(),
+            waiters.clone(),
+            alive.clone(),
+            config.read_timeout,
+        ));
         Ok(Link {
             conn,
             waiters,
             alive,
+            watchdog,
         })
     }
 
-    /// Sends one command and waits for its reply. The command is encoded into the connection's
-    /// pending writes under the waiters' lock, so replies match waiters in command order, and
-    /// concurrent requests share the connection's writes (see [`crate::conn::Writer`]).
+    /// Sends one command and waits for its reply (or the watchdog's timeout). The command is
+    /// encoded into the connection's pending writes under the waiters' lock, so replies match
+    /// waiters in command order, and concurrent requests share the connection's writes (see
+    /// [`crate::conn::Writer`]).
     async fn request(&self, encode: &impl Fn(&mut BytesMut), timeout: Duration) -> Result<Bytes> {
         let (tx, rx) = oneshot::channel();
         {
@@ -111,18 +142,44 @@ impl Link {
                 self.alive.store(false, Ordering::Release);
                 return Err(e);
             }
-            waiters.push_back(tx);
+            waiters.push_back(Waiter {
+                deadline: Instant::now() + timeout,
+                reply: Some(tx),
+            });
         }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(_)) => Err(Error::Closed("producer connection")),
-            Err(_) => {
-                self.alive.store(false, Ordering::Release);
-                Err(Error::Timeout {
-                    addr: self.conn.writer.addr().to_string(),
+        rx.await
+            .unwrap_or(Err(Error::Closed("producer connection")))
+    }
+}
+
+/// Fails each request of `waiters` whose deadline passed with [`Error::Timeout`] and marks the
+/// connection dead, as a per-request timer would. Deadlines grow in queue order (same timeout,
+/// later sends), so it sleeps until the first unanswered one; with none it sleeps a whole
+/// timeout, which ends before the deadline of any request sent meanwhile.
+async fn watchdog(
+    addr: String,
+    waiters: Arc<Mutex<VecDeque<Waiter>>>,
+    alive: Arc<AtomicBool>,
+    timeout: Duration,
+) {
+    let mut next = Instant::now() + timeout;
+    loop {
+        tokio::time::sleep_until(next).await;
+        let now = Instant::now();
+        next = now + timeout;
+        let mut waiters = lock(&waiters);
+        for waiter in waiters.iter_mut().filter(|w| w.reply.is_some()) {
+            if waiter.deadline > now {
+                next = waiter.deadline;
+                break;
+            }
+            alive.store(false, Ordering::Release);
+            if let Some(reply_to) = waiter.reply.take() {
+                let _ = reply_to.send(Err(Error::Timeout {
+                    addr: addr.clone(),
                     what: "publish reply",
                     after: timeout,
-                })
+                }));
             }
         }
     }
@@ -236,7 +293,7 @@ impl Producer {
         body: &[u8],
     ) -> Result<TraceReceipt> {
         self.check(topic, &[body])?;
-        let (reply, addr) = self
+        let (reply, index) = self
             .send(Command::PubTrace {
                 topic,
                 partition,
@@ -244,7 +301,10 @@ impl Producer {
                 body,
             })
             .await?;
-        TraceReceipt::parse(&reply).map_err(|source| Error::Codec { addr, source })
+        TraceReceipt::parse(&reply).map_err(|source| Error::Codec {
+            addr: self.config.nsqd[index].clone(),
+            source,
+        })
     }
 
     /// Creates a topic partition on a Youzan nsqd (`INTERNAL_CREATE_TOPIC`); creating one that
@@ -298,14 +358,15 @@ impl Producer {
         Ok(())
     }
 
-    async fn send(&self, command: Command<'_>) -> Result<(Bytes, String)> {
+    async fn send(&self, command: Command<'_>) -> Result<(Bytes, usize)> {
         self.send_with(|buf| command.encode(buf)).await
     }
 
     /// Sends to one nsqd after another, starting round robin, until one answers `OK` or
-    /// refuses for good. Each nsqd is tried twice, so a connection that died since its last use
-    /// is replaced by a fresh one.
-    async fn send_with(&self, encode: impl Fn(&mut BytesMut)) -> Result<(Bytes, String)> {
+    /// refuses for good, and returns the reply with the index of the nsqd that gave it (not
+    /// its address: a copy per publish that only PUB_TRACE's errors need). Each nsqd is tried
+    /// twice, so a connection that died since its last use is replaced by a fresh one.
+    async fn send_with(&self, encode: impl Fn(&mut BytesMut)) -> Result<(Bytes, usize)> {
         let n = self.links.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last = None;
@@ -324,7 +385,7 @@ impl Producer {
                 }
             };
             match link.request(&encode, self.config.conn.read_timeout).await {
-                Ok(reply) => return Ok((reply, addr.clone())),
+                Ok(reply) => return Ok((reply, index)),
                 Err(e) if e.is_transient() => {
                     tracing::debug!(addr, "publish failed, trying the next nsqd: {e}");
                     last = Some(e);

@@ -210,3 +210,83 @@ async fn youzan_publishing() {
     message.finish().await.expect("FIN");
     consumer.stop().await;
 }
+
+/// A server that negotiates, then answers nothing but heartbeats: the connection stays up
+/// (its reads never time out), so only the request deadline can end a publish.
+async fn stuck_server() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let frame = |data: &[u8]| {
+                    let mut f = ((4 + data.len()) as u32).to_be_bytes().to_vec();
+                    f.extend_from_slice(&0u32.to_be_bytes());
+                    f.extend_from_slice(data);
+                    f
+                };
+                let (mut read, mut write) = socket.into_split();
+                let mut buf = [0u8; 4096];
+                if read.read(&mut buf).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                if write.write_all(&frame(b"OK")).await.is_err() {
+                    return;
+                }
+                tokio::spawn(async move { while read.read(&mut buf).await.unwrap_or(0) > 0 {} });
+                loop {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    if write.write_all(&frame(b"_heartbeat_")).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_reply_fails_the_publish_within_the_timeout() {
+    let addr = stuck_server().await;
+    let mut conn = conn_config();
+    conn.read_timeout = Duration::from_millis(400);
+    let producer = std::sync::Arc::new(
+        Producer::new(ProducerConfig {
+            nsqd: vec![addr.to_string()],
+            conn,
+            ..ProducerConfig::default()
+        })
+        .expect("producer"),
+    );
+    let started = Instant::now();
+    let sends: Vec<_> = (0..3)
+        .map(|i| {
+            let producer = producer.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(100 * i)).await;
+                producer.publish("t", b"x").await
+            })
+        })
+        .collect();
+    for send in sends {
+        let result = send.await.expect("task");
+        assert!(
+            matches!(
+                result,
+                Err(Error::Timeout {
+                    what: "publish reply",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    }
+    // Each send tries the nsqd twice (a fresh connection the second time): two timeouts.
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(800), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(2000), "{elapsed:?}");
+}

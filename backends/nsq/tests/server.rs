@@ -490,7 +490,10 @@ async fn partition_end(server: &TestServer, topic: &str, partition: u32) -> u64 
         .as_array()
         .into_iter()
         .flatten()
-        .find(|t| t["topic_name"] == topic && t["topic_partition"] == partition.to_string())
+        .find(|t| {
+            t["topic_name"] == topic
+                && t["topic_partition"].as_str() == Some(partition.to_string().as_str())
+        })
         .and_then(|t| t["backend_depth"].as_u64())
         .expect("backend_depth")
 }

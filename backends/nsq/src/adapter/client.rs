@@ -137,7 +137,7 @@ impl NsqClient {
         let mut reached = None;
         let mut last = None;
         for addr in &config.nsqd {
-            match Conn::connect(addr, &conn, None, false, |_| {}).await {
+            match Conn::connect(addr, &conn, None, false, |_, _| {}).await {
                 Ok(c) => {
                     c.close().await;
                     reached = Some(());

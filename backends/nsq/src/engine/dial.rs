@@ -7,11 +7,11 @@ use tokio::sync::mpsc;
 
 use super::Ev;
 use crate::codec::{self, ConsumeOffset};
-use crate::conn::Conn;
+use crate::conn::{Conn, Event};
 use crate::consumer::{ConsumerConfig, SubscribeMode};
 use crate::error::{Error, Result};
 use crate::http;
-use crate::message::Origin;
+use crate::message::{Message, Origin, Shared, Source};
 
 /// Everything one dial needs.
 pub(super) struct Dial {
@@ -19,11 +19,18 @@ pub(super) struct Dial {
     pub http: Option<String>,
     pub offset: Option<ConsumeOffset>,
     pub tx: mpsc::UnboundedSender<Ev>,
+    pub shared: Arc<Shared>,
+    pub out: mpsc::UnboundedSender<Message>,
 }
 
 impl Dial {
-    /// Sets the start offset if one is due, then opens and subscribes the connection.
-    pub(super) async fn dial(self, origin: &Origin, generation: u64) -> Result<Conn> {
+    /// Sets the start offset if one is due, then opens and subscribes the connection. Its
+    /// reader hands messages to the application itself; other frames go to the engine.
+    pub(super) async fn dial(
+        self,
+        origin: &Origin,
+        generation: u64,
+    ) -> Result<(Conn, Arc<Source>)> {
         let config = &self.config;
         let partition = origin.partition.or(match config.mode {
             SubscribeMode::Plain => None,
@@ -51,18 +58,24 @@ impl Dial {
                 offset: None,
             },
         };
-        let tx = self.tx.clone();
-        let sink_origin = origin.clone();
-        Conn::connect(
+        let source = Arc::new(Source::new(origin.clone()));
+        let (tx, shared, out) = (self.tx.clone(), self.shared.clone(), self.out.clone());
+        let sink_source = source.clone();
+        let conn = Conn::connect(
             &origin.addr,
             &config.conn,
             Some(command),
             config.mode != SubscribeMode::Plain,
-            move |event| {
-                let _ = tx.send(Ev::Frame(sink_origin.clone(), generation, event));
+            move |event, writer| match event {
+                Event::Message(raw) => shared.deliver(&sink_source, writer, raw, &out),
+                event => {
+                    let origin = sink_source.origin.clone();
+                    let _ = tx.send(Ev::Frame(origin, generation, event));
+                }
             },
         )
-        .await
+        .await?;
+        Ok((conn, source))
     }
 
     /// Sets the channel's start over HTTP (`/channel/setoffset`): `SUB_ADVANCED` with an

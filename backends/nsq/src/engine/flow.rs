@@ -2,10 +2,10 @@
 //! redistribution that keeps connections beyond the in-flight budget from starving.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{entropy, spawn_after, Engine, Ev};
-use crate::backoff::Action;
+use crate::backoff::{Action, Signal};
 use crate::codec;
 use crate::message::{Answered, Origin};
 use crate::rdy;
@@ -50,28 +50,19 @@ impl Engine {
             return;
         }
         link.rdy = count;
-        link.last_active = Instant::now();
+        self.shared.touch(&link.source);
         if let Err(e) = link.conn.writer.send(codec::Command::Rdy(count)).await {
             tracing::debug!(addr = %origin.addr, "RDY not sent: {e}");
         }
     }
 
+    /// An answer the engine needs (see `Shared::report`); the counters and the in-flight
+    /// count were updated by the answer itself.
     pub(super) async fn answered(&mut self, answered: Answered) {
-        let counter = if answered.requeued {
-            &self.counters.requeued
-        } else {
-            &self.counters.finished
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        if let Some(link) = self
-            .links
-            .get_mut(&answered.origin)
-            .filter(|l| l.generation == answered.generation)
-        {
-            link.in_flight = link.in_flight.saturating_sub(1);
-            link.last_active = Instant::now();
-        }
         if self.stopping {
+            if answered.signal == Signal::Backoff {
+                self.shared.backoff_handled();
+            }
             self.close_if_drained(&answered.origin).await;
             return;
         }
@@ -79,6 +70,10 @@ impl Engine {
         self.counters
             .backoff_level
             .store(u64::from(self.backoff.counter()), Ordering::Relaxed);
+        self.shared.listen(self.backoff.active());
+        if answered.signal == Signal::Backoff {
+            self.shared.backoff_handled();
+        }
         match action {
             Action::None => {}
             Action::Pause(duration) => {
@@ -123,17 +118,16 @@ impl Engine {
         {
             return;
         }
-        let now = Instant::now();
         let origins: Vec<Origin> = self.links.keys().cloned().collect();
         let views: Vec<rdy::ConnView> = self
             .links
             .values()
             .map(|l| rdy::ConnView {
                 rdy: l.rdy,
-                idle: if l.in_flight > 0 {
+                idle: if l.source.in_flight() > 0 {
                     Duration::ZERO
                 } else {
-                    now - l.last_active
+                    self.shared.idle(&l.source)
                 },
                 max_rdy: l.conn.negotiated.max_rdy_count,
             })

@@ -1,11 +1,13 @@
-//! The consumer's one task: it owns every connection's RDY and in-flight count, the backoff
-//! state and discovery, and reacts to events (frames, answers, timers, lookups) one at a time,
-//! so the RDY invariant (sum ≤ `max_in_flight`) is kept without locks.
+//! The consumer's one task: it owns every connection's RDY, the backoff state and discovery,
+//! and reacts to events (frames, answers, timers, lookups) one at a time, so the RDY invariant
+//! (sum ≤ `max_in_flight`) is kept without locks. Messages and their answers do not pass
+//! through it (see [`crate::message`]): it reads the in-flight counts the connections keep and
+//! hears of answers only when they matter to backoff or stopping.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -15,7 +17,7 @@ use crate::conn::{Conn, Event};
 use crate::consumer::{ConsumerConfig, Counters};
 use crate::error::Result;
 use crate::lookup::Endpoint;
-use crate::message::{Answered, Message, Origin};
+use crate::message::{Answered, Message, Origin, Shared, Source};
 
 mod dial;
 mod discovery;
@@ -30,10 +32,10 @@ pub(crate) enum Command {
     Stop(Option<oneshot::Sender<()>>),
 }
 
-pub(super) enum Ev {
+pub(crate) enum Ev {
     Command(Command),
     Frame(Origin, u64, Event),
-    Connected(Origin, u64, Result<Conn>),
+    Connected(Origin, u64, Result<(Conn, Arc<Source>)>),
     Answered(Answered),
     Lookup(Result<Vec<Endpoint>>),
     Poll,
@@ -47,16 +49,18 @@ struct Link {
     conn: Conn,
     generation: u64,
     rdy: u32,
-    in_flight: u32,
-    last_active: Instant,
+    /// In-flight count and last activity, kept by the connection's deliveries and answers.
+    source: Arc<Source>,
     closing: bool,
 }
 
 pub(crate) struct Engine {
     config: Arc<ConsumerConfig>,
     tx: mpsc::UnboundedSender<Ev>,
+    /// Handed to every connection's reader; dropped with the engine and its connections, which
+    /// ends [`crate::Consumer::recv`].
     out: mpsc::UnboundedSender<Message>,
-    answered: mpsc::UnboundedSender<Answered>,
+    shared: Arc<Shared>,
     counters: Arc<Counters>,
     stopped: watch::Sender<bool>,
     links: BTreeMap<Origin, Link>,
@@ -103,31 +107,16 @@ impl Engine {
         oneshot::Receiver<Result<()>>,
     ) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Command>();
-        let (answered, mut answered_rx) = mpsc::unbounded_channel::<Answered>();
-        {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                loop {
-                    let ev = tokio::select! {
-                        Some(c) = cmd_rx.recv() => Ev::Command(c),
-                        Some(a) = answered_rx.recv() => Ev::Answered(a),
-                        else => return,
-                    };
-                    if tx.send(ev).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel::<Command>();
         let (ready_tx, ready_rx) = oneshot::channel();
+        let config = Arc::new(config);
         let engine = Engine {
             backoff: Backoff::new(config.backoff, entropy()),
             max_in_flight: config.max_in_flight,
-            config: Arc::new(config),
+            shared: Arc::new(Shared::new(config.clone(), counters.clone(), tx.clone())),
+            config,
             tx,
             out,
-            answered,
             counters,
             stopped,
             links: BTreeMap::new(),
@@ -140,13 +129,14 @@ impl Engine {
             stopping: false,
             ever_connected: BTreeSet::new(),
         };
-        tokio::spawn(engine.run(rx, ready_tx));
+        tokio::spawn(engine.run(rx, cmd_rx, ready_tx));
         (cmd_tx, ready_rx)
     }
 
     async fn run(
         mut self,
         mut rx: mpsc::UnboundedReceiver<Ev>,
+        mut commands: mpsc::UnboundedReceiver<Command>,
         ready: oneshot::Sender<Result<()>>,
     ) {
         if let Err(e) = self.connect_static().await {
@@ -185,7 +175,14 @@ impl Engine {
                 }
             });
         }
-        while let Some(ev) = rx.recv().await {
+        loop {
+            // The engine holds a sender of `rx`, so it does not end; `commands` ends when the
+            // consumer handle is gone, after its Stop.
+            let ev = tokio::select! {
+                Some(ev) = rx.recv() => ev,
+                Some(command) = commands.recv() => Ev::Command(command),
+                else => break,
+            };
             self.handle(ev).await;
             if self.stopping && self.links.is_empty() && self.connecting.is_empty() {
                 break;
@@ -215,9 +212,9 @@ impl Engine {
         for origin in origins {
             let generation = self.next_generation();
             match self.plan(&origin).dial(&origin, generation).await {
-                Ok(conn) => {
+                Ok((conn, source)) => {
                     any = true;
-                    self.connected(origin, generation, conn).await;
+                    self.connected(origin, generation, conn, source).await;
                 }
                 Err(e) if e.is_transient() => {
                     tracing::warn!(addr = %origin.addr, "nsqd unreachable, retrying: {e}");
@@ -252,6 +249,8 @@ impl Engine {
                 .offset
                 .filter(|_| !self.offsets_applied.contains(&origin.partition)),
             tx: self.tx.clone(),
+            shared: self.shared.clone(),
+            out: self.out.clone(),
         }
     }
 
@@ -271,7 +270,13 @@ impl Engine {
         });
     }
 
-    async fn connected(&mut self, origin: Origin, generation: u64, conn: Conn) {
+    async fn connected(
+        &mut self,
+        origin: Origin,
+        generation: u64,
+        conn: Conn,
+        source: Arc<Source>,
+    ) {
         if self.closed_early.remove(&generation) || self.stopping {
             conn.close().await;
             return;
@@ -288,8 +293,7 @@ impl Engine {
                 conn,
                 generation,
                 rdy: 0,
-                in_flight: 0,
-                last_active: Instant::now(),
+                source,
                 closing: false,
             },
         );
@@ -315,7 +319,7 @@ impl Engine {
             Ev::Connected(origin, generation, result) => {
                 self.connecting.remove(&origin);
                 match result {
-                    Ok(conn) => self.connected(origin, generation, conn).await,
+                    Ok((conn, source)) => self.connected(origin, generation, conn, source).await,
                     Err(e) => {
                         tracing::warn!(addr = %origin.addr, "connect failed: {e}");
                         self.schedule_reconnect(origin);
@@ -349,7 +353,8 @@ impl Engine {
             return;
         }
         match event {
-            Event::Message(raw) => self.message(origin, generation, raw).await,
+            // Handed to the application by the reader itself (see `dial`).
+            Event::Message(_) => {}
             Event::Response(data) => {
                 if data.as_ref() == codec::CLOSE_WAIT {
                     if let Some(link) = self.links.get_mut(&origin) {
@@ -375,50 +380,14 @@ impl Engine {
         }
     }
 
-    async fn message(&mut self, origin: Origin, generation: u64, raw: codec::RawMessage) {
-        self.counters.received.fetch_add(1, Ordering::Relaxed);
-        let Some(link) = self.links.get_mut(&origin) else {
-            return;
-        };
-        link.in_flight += 1;
-        link.last_active = Instant::now();
-        let writer = link.conn.writer.clone();
-        let give_up = self.config.max_attempts > 0 && raw.attempts > self.config.max_attempts;
-        if give_up {
-            if let Some(callback) = &self.config.on_failed {
-                callback(&raw);
-            }
-            self.counters.failed.fetch_add(1, Ordering::Relaxed);
-        }
-        let message = Message::new(
-            raw,
-            origin,
-            generation,
-            writer,
-            self.answered.clone(),
-            self.config.default_requeue_delay,
-            self.config.max_requeue_delay,
-        );
-        if give_up {
-            if let Err(e) = message.finish().await {
-                tracing::debug!("FIN of a failed message: {e}");
-            }
-            return;
-        }
-        if let Err(returned) = self.out.send(message) {
-            // Nobody reads any more: let the server redeliver it elsewhere.
-            let _ = returned
-                .0
-                .requeue_without_backoff(Some(Duration::ZERO))
-                .await;
-        }
-    }
-
     async fn stop(&mut self) {
         if self.stopping {
             return;
         }
         self.stopping = true;
+        // Before CLS: every answer from now on reaches the engine, and one that does not was
+        // counted before (see `Shared::report`), so `close_if_drained` sees it.
+        self.shared.listen(true);
         spawn_after(&self.tx, self.config.stop_timeout, Ev::StopTimeout);
         for link in self.links.values() {
             if let Err(e) = link.conn.writer.send(codec::Command::Cls).await {
@@ -432,7 +401,7 @@ impl Engine {
         let drained = self
             .links
             .get(origin)
-            .is_some_and(|l| l.closing && l.in_flight == 0);
+            .is_some_and(|l| l.closing && l.source.in_flight() == 0);
         if drained {
             if let Some(link) = self.links.remove(origin) {
                 link.conn.close().await;
