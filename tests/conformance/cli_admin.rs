@@ -153,7 +153,15 @@ fn admin_api_shows_channels_lag_and_the_watermark_holder() {
 
     let (status, body) = http(&admin.address, "GET", "/metrics", "");
     assert_eq!(status, 200);
-    assert!(body.is_empty() || body.starts_with("# HELP"), "{body}");
+    assert!(body.starts_with("# HELP"), "{body}");
+    assert!(
+        body.contains("msgstream_admin_subscription_lag{channel=\"a\",subscription=\"g\"} 15\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("msgstream_admin_last_tick{channel=\"b\"} 23\n"),
+        "{body}"
+    );
     let (status, body) = http(&admin.address, "GET", "/", "");
     assert!(status == 200 && body.contains("msgstream admin"), "{body}");
 

@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use msgstream_facade::msgstream::mq::{Client, Reader, ReaderOptions};
 use msgstream_facade::msgstream::msg::{MsgHeader, MsgType};
 use msgstream_facade::msgstream::Error as StreamError;
+use opentelemetry::metrics::Gauge;
+use opentelemetry::KeyValue;
 use prost::Message as _;
 
 use super::state::{Channel, Known, State, Subscription};
@@ -35,6 +37,60 @@ pub struct Watcher {
     client: Arc<dyn Client>,
     cursors: HashMap<String, Cursor>,
     state: Arc<RwLock<State>>,
+    gauges: Gauges,
+}
+
+/// What the page sees, also exported on `/metrics`, so a Prometheus scraping the admin server
+/// gets the backend's lag and ticks, not only the admin process's own instruments.
+struct Gauges {
+    lag: Gauge<u64>,
+    last_tick: Gauge<u64>,
+    read: Gauge<u64>,
+}
+
+impl Gauges {
+    fn new() -> Self {
+        let meter = opentelemetry::global::meter("msgstream-admin");
+        Gauges {
+            lag: meter
+                .u64_gauge("msgstream.admin.subscription_lag")
+                .with_description("Messages after a subscription's acked position")
+                .build(),
+            last_tick: meter
+                .u64_gauge("msgstream.admin.last_tick")
+                .with_description("Last timetick read from a channel")
+                .build(),
+            read: meter
+                .u64_gauge("msgstream.admin.messages_read")
+                .with_description("Messages the admin page read from a channel")
+                .build(),
+        }
+    }
+
+    /// Records every value known; what is unavailable is left out, not set to zero.
+    fn record(&self, channels: &Known<BTreeMap<String, Channel>>) {
+        let Known::Value(channels) = channels else {
+            return;
+        };
+        for (name, channel) in channels {
+            let attrs = [KeyValue::new("channel", name.clone())];
+            if let Some(tick) = channel.last_tick {
+                self.last_tick.record(tick, &attrs);
+            }
+            if let Some(read) = channel.messages_read {
+                self.read.record(read, &attrs);
+            }
+            for sub in channel.subscriptions.value().into_iter().flatten() {
+                if let Some(lag) = sub.lag.value() {
+                    let attrs = [
+                        attrs[0].clone(),
+                        KeyValue::new("subscription", sub.name.clone()),
+                    ];
+                    self.lag.record(*lag, &attrs);
+                }
+            }
+        }
+    }
 }
 
 impl Watcher {
@@ -44,6 +100,7 @@ impl Watcher {
             client,
             cursors: HashMap::new(),
             state,
+            gauges: Gauges::new(),
         }
     }
 
@@ -51,6 +108,7 @@ impl Watcher {
     /// first page already shows the backend as it is.
     pub async fn look_once(&mut self) {
         let channels = look(self.client.as_ref(), &mut self.cursors).await;
+        self.gauges.record(&channels);
         let at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
