@@ -14,4 +14,5 @@ for example in quickstart timetick seek_after_restart two_backends; do
 done
 cargo test --workspace --doc
 cargo test --workspace --lib --bins --tests
+scripts/admin-browser-test.sh
 scripts/nsq-thirdparty.sh

@@ -46,6 +46,16 @@ pub enum Error {
     /// (a combination of options).
     #[error("{0}")]
     Usage(String),
+    /// A line of `produce --input` is not a message; `source` is the file or `stdin`.
+    #[error("{source_name} line {line}: {message}")]
+    Input {
+        /// The file, or `stdin`.
+        source_name: String,
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong with it.
+        message: String,
+    },
     /// Standard output was closed by its reader (`| head`): the command stops quietly, as
     /// command-line tools do, instead of failing.
     #[error("standard output was closed")]

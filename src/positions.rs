@@ -18,9 +18,8 @@ struct StoredPosition {
     timestamp: u64,
 }
 
-/// Writes positions to `path` (atomically: a temporary file renamed over it).
-pub fn save(path: &Path, positions: &[MsgPosition]) -> Result<()> {
-    let stored: Vec<StoredPosition> = positions
+fn stored(positions: &[MsgPosition]) -> Vec<StoredPosition> {
+    positions
         .iter()
         .map(|p| StoredPosition {
             channel: p.channel_name.clone(),
@@ -28,8 +27,30 @@ pub fn save(path: &Path, positions: &[MsgPosition]) -> Result<()> {
             group: p.msg_group.clone(),
             timestamp: p.timestamp,
         })
-        .collect();
-    let text = serde_json::to_string_pretty(&stored).map_err(|e| Error::Positions {
+        .collect()
+}
+
+/// Positions as the JSON array a positions file holds, for output that a script may save and
+/// feed back to [`load`] (`msgstream consume --format json`).
+pub fn to_json(positions: &[MsgPosition]) -> serde_json::Value {
+    serde_json::Value::Array(
+        stored(positions)
+            .into_iter()
+            .map(|s| {
+                serde_json::json!({
+                    "channel": s.channel,
+                    "msg_id": s.msg_id,
+                    "group": s.group,
+                    "timestamp": s.timestamp,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Writes positions to `path` (atomically: a temporary file renamed over it).
+pub fn save(path: &Path, positions: &[MsgPosition]) -> Result<()> {
+    let text = serde_json::to_string_pretty(&stored(positions)).map_err(|e| Error::Positions {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;

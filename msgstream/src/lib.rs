@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod mem;
+pub mod metrics;
 pub mod mq;
 pub mod msg;
 pub mod retry;

@@ -52,6 +52,7 @@ impl RetryPolicy {
                 Err(error) if error.is_transient() => match delays.next() {
                     Some(delay) => {
                         tracing::warn!(%error, attempt, ?delay, "{what} failed, retrying");
+                        crate::metrics::get().retried(what);
                         tokio::time::sleep(delay).await;
                         attempt += 1;
                     }

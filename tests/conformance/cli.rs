@@ -12,7 +12,7 @@ use std::time::Duration;
 const PROMPTLY: Duration = Duration::from_secs(20);
 
 /// The binary with no `MSGSTREAM_*` variable of the test's own environment.
-fn command(args: &[&str], env: &[(&str, &OsStr)]) -> Command {
+pub(crate) fn command(args: &[&str], env: &[(&str, &OsStr)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_msgstream"));
     cmd.args(args);
     for (name, _) in std::env::vars_os() {
@@ -26,16 +26,16 @@ fn command(args: &[&str], env: &[(&str, &OsStr)]) -> Command {
     cmd
 }
 
-fn msgstream(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn msgstream(args: &[&str], env: &[(&str, &str)]) -> Output {
     let env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, OsStr::new(*v))).collect();
     command(args, &env).output().expect("run msgstream")
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 

@@ -7,6 +7,8 @@
 mod backends;
 mod capabilities;
 mod cli;
+mod cli_admin;
+mod cli_data;
 mod harness;
 #[cfg(any(feature = "rocksmq", feature = "rocketmq", feature = "nsq"))]
 mod restart;

@@ -135,8 +135,17 @@ impl Producers {
             if msgs.is_empty() {
                 continue;
             }
-            let batch = msgs.iter().map(|m| to_producer_message(m, cx)).collect();
+            let batch: Vec<ProducerMessage> =
+                msgs.iter().map(|m| to_producer_message(m, cx)).collect();
+            let bytes = batch.iter().map(|m| m.payload.len() as u64).sum();
+            let started = std::time::Instant::now();
             let sent = producer.send_batch(batch).await?;
+            crate::metrics::get().produced(
+                producer.topic(),
+                sent.len() as u64,
+                bytes,
+                started.elapsed(),
+            );
             ids.entry(producer.topic().to_string())
                 .or_default()
                 .extend(sent);

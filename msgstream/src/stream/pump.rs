@@ -395,6 +395,7 @@ impl PumpContext {
         let event = match self.registry.decode(&msg.payload) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
+                crate::metrics::get().consumed(&msg.topic, msg.payload.len() as u64);
                 let mut ts = TsMsg::new(body);
                 ts.position = Some(MsgPosition {
                     channel_name: msg.topic.to_string(),

@@ -290,6 +290,11 @@ impl TimetickAligner {
             .collect()
     }
 
+    /// Each channel's name and last tick (`None`: no tick read yet), in subscription order.
+    pub fn last_ticks(&self) -> impl Iterator<Item = (&str, Option<u64>)> {
+        self.channels.iter().map(|c| (c.name.as_str(), c.last_tick))
+    }
+
     /// The channel holding the watermark back (the first one with the lowest last tick).
     pub fn holder(&self) -> Option<WatermarkHolder> {
         let max = self.channels.iter().filter_map(|c| c.last_tick).max();

@@ -58,6 +58,8 @@ pub struct CappedChannel {
 }
 
 struct TtSide {
+    /// The subscription, naming this stream in metrics.
+    subscription: String,
     pumps: Pumps,
     receivers: Vec<mpsc::Receiver<Delivered>>,
     aligner: TimetickAligner,
@@ -166,6 +168,7 @@ impl TtMsgStream {
         }
         let names = channels.iter().map(|c| c.to_string()).collect();
         self.side = Some(TtSide {
+            subscription: subscription.to_string(),
             pumps,
             receivers,
             aligner: TimetickAligner::new(names, self.options.late_policy),
@@ -220,6 +223,8 @@ impl TtMsgStream {
                         "tt pack"
                     );
                 }
+                let ticks: Vec<(&str, Option<u64>)> = side.aligner.last_ticks().collect();
+                crate::metrics::get().alignment(&side.subscription, &ticks);
                 side.delivered = Some(pack.end_positions.clone());
                 return Some(Ok(pack));
             }

@@ -15,6 +15,7 @@ use msgstream_facade::{Error, Factory, Result};
 
 use crate::commands::delete_own_channels;
 use crate::commands::produce::MAX_PAYLOAD;
+use crate::metrics::{self, Telemetry};
 use crate::out;
 use crate::signals::Stop;
 
@@ -62,7 +63,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Runs the three phases, deletes the channels, and prints the summary (exit code 130 and no
 /// summary when stopped).
-pub async fn run(factory: &Factory, args: BenchArgs, stop: &Stop) -> Result<ExitCode> {
+pub async fn run(
+    factory: &Factory,
+    args: BenchArgs,
+    telemetry: &Telemetry,
+    stop: &Stop,
+) -> Result<ExitCode> {
     let latency_total = args.latency_rate * args.latency_secs;
     if latency_total > MAX_LATENCY_SAMPLES {
         return Err(Error::Usage(format!(
@@ -116,6 +122,7 @@ pub async fn run(factory: &Factory, args: BenchArgs, stop: &Stop) -> Result<Exit
             "latency_p50_us": us(percentile(&latencies, 0.5)).round(),
             "latency_p99_us": us(percentile(&latencies, 0.99)).round(),
             "latency_max_us": us(latencies.last().copied().unwrap_or_default()).round(),
+            "metrics": metrics::summary(&telemetry.snapshot()?),
         });
         out::line(summary)?;
     } else {
@@ -153,6 +160,9 @@ pub async fn run(factory: &Factory, args: BenchArgs, stop: &Stop) -> Result<Exit
             us(percentile(&latencies, 0.99)),
             args.latency_rate
         ))?;
+        for line in metrics::summary(&telemetry.snapshot()?) {
+            out::line(line)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -217,7 +227,8 @@ mod tests {
             json: true,
         };
         let stop = Stop::listen().expect("signals");
-        let code = run(&factory, args, &stop).await.expect("bench");
+        let telemetry = Telemetry::install();
+        let code = run(&factory, args, &telemetry, &stop).await.expect("bench");
         assert_eq!(code, ExitCode::SUCCESS);
         let left = factory.client().list_topics().await.expect("list");
         assert!(left.is_empty(), "{left:?}");

@@ -3,9 +3,11 @@
 mod bench;
 mod commands;
 mod demo;
+mod metrics;
 mod out;
 mod progress;
 mod signals;
+mod web;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -76,6 +78,9 @@ enum Command {
     Groups(admin::GroupsArgs),
     /// Throughput and latency over the configured backend; deletes its channels at the end.
     Bench(bench::BenchArgs),
+    /// A local web page (and JSON API, and /metrics) over the backend: channels, subscriptions
+    /// with lag, rates, timetick alignment. Read-only unless --allow-admin-writes.
+    Admin(web::AdminArgs),
 }
 
 fn config(cli: &Cli) -> Result<Config> {
@@ -93,12 +98,15 @@ async fn run(cli: Cli, stop: Stop) -> Result<ExitCode> {
         return positions::show(file);
     }
     let config = config(&cli)?;
+    // Before the factory: the core creates its instruments from the provider global then.
+    let telemetry = metrics::Telemetry::install();
     let factory = Factory::new(&config).await?;
     let result = match cli.command {
         Command::Demo(args) => demo::run(&factory, args, &stop).await,
         Command::Produce(args) => produce::run(&factory, args, &stop).await,
-        Command::Consume(args) => consume::run(&factory, args, &stop).await,
-        Command::Bench(args) => bench::run(&factory, args, &stop).await,
+        Command::Consume(args) => consume::run(&factory, args, &telemetry, &stop).await,
+        Command::Bench(args) => bench::run(&factory, args, &telemetry, &stop).await,
+        Command::Admin(args) => web::run(&factory, args, &telemetry, &stop).await,
         Command::Positions(command) => until_stopped(&stop, admin_command(&factory, command)).await,
         Command::Topics(args) => until_stopped(&stop, admin::topics(&factory, args)).await,
         Command::Groups(args) => until_stopped(&stop, admin::groups(&factory, args)).await,

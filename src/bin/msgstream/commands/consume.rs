@@ -16,9 +16,10 @@ use msgstream_facade::msgstream::stream::MsgStream;
 use msgstream_facade::msgstream::tt::TtMsgStream;
 use msgstream_facade::{positions as positions_file, Error, Factory, Result};
 
-use super::short_id;
-use crate::out;
+use crate::metrics::{self, Telemetry};
 use crate::signals::Stop;
+
+mod show;
 
 /// Where a consumer starts.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -51,6 +52,17 @@ pub struct ConsumeArgs {
     /// Stop after this many packs.
     #[arg(long)]
     max_packs: Option<u64>,
+    /// Stop after this many messages (a tt stream stops after the pack that reaches it).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// `text`: a line per message (under a header per pack with --tt); `json`: one object per
+    /// pack with its messages and end positions.
+    #[arg(long, value_enum, default_value = "text")]
+    format: show::Format,
+    /// Print a summary of the stream's metrics (messages and bytes per channel, the tt
+    /// watermark and its holder) on stderr at the end.
+    #[arg(long)]
+    stats: bool,
     /// Stop when no pack arrives for this many seconds.
     #[arg(long, value_name = "SECS")]
     idle_timeout: Option<u64>,
@@ -118,51 +130,41 @@ enum End {
     Failed(Error),
 }
 
-fn show(pack: &MsgPack, index: u64, tt: bool) -> Result<()> {
-    if tt {
-        return out::line(format_args!(
-            "pack {index}: ts {} -> {}, {} msgs",
-            pack.begin_ts,
-            pack.end_ts,
-            pack.msgs.len()
-        ));
-    }
-    match pack.msgs.first() {
-        Some(msg) => {
-            let position = msg.position.clone().unwrap_or_default();
-            out::line(format_args!(
-                "{} id={} ts={} type={}",
-                position.channel_name,
-                short_id(&position.msg_id),
-                msg.end_ts(),
-                msg.msg_type()
-            ))
-        }
-        None => Ok(()),
-    }
-}
-
 /// Reads packs until Ctrl-C/SIGTERM, `--max-packs`, `--idle-timeout`, a closed stdout or the
 /// stream's end; saves positions and closes. Exit code 1 on a permanent failure, or when the
 /// stream ended right after a failure it reported.
-pub async fn run(factory: &Factory, args: ConsumeArgs, stop: &Stop) -> Result<ExitCode> {
+pub async fn run(
+    factory: &Factory,
+    args: ConsumeArgs,
+    telemetry: &Telemetry,
+    stop: &Stop,
+) -> Result<ExitCode> {
     let stream = Either::open(factory, &args).await?;
     eprintln!(
         "consuming {} as {}",
         args.channels.join(","),
         args.subscription
     );
-    drain(stream, &args, stop).await
+    let result = drain(stream, &args, stop).await;
+    if args.stats {
+        for line in metrics::summary(&telemetry.snapshot()?) {
+            eprintln!("{line}");
+        }
+    }
+    result
 }
 
 /// The loop of [`run`] over an opened stream, then saving positions and closing.
 async fn drain(mut stream: Either, args: &ConsumeArgs, stop: &Stop) -> Result<ExitCode> {
     let mut resume: BTreeMap<String, MsgPosition> = BTreeMap::new();
     let mut packs = 0u64;
+    let mut messages = 0u64;
     let idle = args.idle_timeout.map(Duration::from_secs);
     let mut last_error: Option<Error> = None;
     let end = loop {
-        if args.max_packs.is_some_and(|max| packs >= max) {
+        if args.max_packs.is_some_and(|max| packs >= max)
+            || args.count.is_some_and(|max| messages >= max)
+        {
             break End::Clean;
         }
         let next = async {
@@ -187,12 +189,13 @@ async fn drain(mut stream: Either, args: &ConsumeArgs, stop: &Stop) -> Result<Ex
             Some(Some(Ok(pack))) => pack,
         };
         last_error = None;
-        match show(&pack, packs + 1, args.tt) {
+        match show::pack(&pack, packs + 1, args.tt, args.format) {
             Ok(()) => {}
             Err(Error::OutputClosed) => break End::Clean,
             Err(e) => break End::Failed(e),
         }
         packs += 1;
+        messages += pack.msgs.len() as u64;
         for position in &pack.end_positions {
             resume.insert(position.channel_name.clone(), position.clone());
         }
@@ -269,6 +272,9 @@ mod tests {
             from_positions: None,
             save_positions: Some(saved.clone()),
             max_packs: None,
+            count: None,
+            format: show::Format::Text,
+            stats: false,
             idle_timeout: None,
         };
         let stop = Stop::listen().expect("signals");

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod consume;
+pub mod kinds;
 pub mod positions;
 pub mod produce;
 

@@ -1,5 +1,11 @@
-//! `msgstream produce`: inserts and timeticks, stoppable between batches.
+//! `msgstream produce`: the user's messages (`--input`) or synthetic inserts, with timeticks,
+//! stoppable between batches.
 
+mod from_input;
+mod input;
+mod placer;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -8,8 +14,10 @@ use msgstream_facade::msgstream::msg::{
 };
 use msgstream_facade::{Error, Factory, Result};
 
+use crate::commands::kinds::Kind;
 use crate::out;
 use crate::signals::Stop;
+use input::Format;
 
 /// The largest row payload `produce` and `bench` accept: 64 MiB. A payload is allocated up
 /// front, so without a bound a typo aborts the process instead of failing.
@@ -24,16 +32,29 @@ pub struct ProduceArgs {
     /// Channels to write to (comma-separated); rows are spread over them by key.
     #[arg(long, value_delimiter = ',', required = true)]
     channels: Vec<String>,
-    /// Number of insert messages.
-    #[arg(long, default_value_t = 1000)]
+    /// Read the messages from FILE (`-`: standard input), one per line, instead of writing
+    /// synthetic inserts.
+    #[arg(long, value_name = "FILE")]
+    input: Option<PathBuf>,
+    /// How --input lines are read: `raw` (each line is a payload) or `json` (each line an
+    /// object: payload or payload_base64, and optionally channel or key, timestamp, kind,
+    /// properties).
+    #[arg(long, value_enum, default_value = "raw", requires = "input")]
+    format: Format,
+    /// Kind of the --input messages that do not say (every raw line).
+    #[arg(long, value_enum, default_value = "insert", requires = "input")]
+    kind: Kind,
+    /// Number of synthetic insert messages.
+    #[arg(long, default_value_t = 1000, conflicts_with = "input")]
     count: u64,
-    /// Row payload size in bytes (at most 64 MiB).
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(0..=MAX_PAYLOAD))]
+    /// Synthetic row payload size in bytes (at most 64 MiB).
+    #[arg(long, default_value_t = 128, conflicts_with = "input", value_parser = clap::value_parser!(u64).range(0..=MAX_PAYLOAD))]
     payload_size: u64,
     /// Broadcast a timetick after every this many messages (0: none).
     #[arg(long, default_value_t = 100)]
     tick_every: u64,
-    /// Timestamp of the first message (later ones count up from it).
+    /// Timestamp of the first message (later ones count up from it; --input lines may give
+    /// their own).
     #[arg(long, default_value_t = 1)]
     start_ts: u64,
 }
@@ -81,14 +102,45 @@ fn pack(msgs: Vec<TsMsg>) -> MsgPack {
     }
 }
 
+/// Writes the `--input` messages, or `count` synthetic inserts, with their timeticks.
+pub async fn run(factory: &Factory, args: ProduceArgs, stop: &Stop) -> Result<ExitCode> {
+    let mut stream = factory.msg_stream();
+    let refs: Vec<&str> = args.channels.iter().map(String::as_str).collect();
+    let Some(path) = args.input.clone() else {
+        args.last_ts()?;
+        stream.as_producer(&refs).await?;
+        return synthetic(stream, args, stop).await;
+    };
+    let input = from_input::Input {
+        path,
+        format: args.format,
+        kind: args.kind,
+    };
+    // The input is opened first: a mistyped file name creates no channel.
+    let records = input.spawn()?;
+    stream.as_producer(&refs).await?;
+    let result = from_input::run(
+        &mut stream,
+        &args.channels,
+        (&input, records),
+        args.tick_every,
+        args.start_ts,
+        stop,
+    )
+    .await;
+    stream.close().await;
+    result
+}
+
 /// Writes `count` inserts, a tick after every `tick_every`, and a final tick. A stop request
 /// ends it after the batch being written, still with the final tick, so a tt consumer gets
 /// every insert that was written; the exit code is then 130.
-pub async fn run(factory: &Factory, args: ProduceArgs, stop: &Stop) -> Result<ExitCode> {
-    args.last_ts()?;
-    let mut stream = factory.msg_stream();
-    let refs: Vec<&str> = args.channels.iter().map(String::as_str).collect();
-    stream.as_producer(&refs).await?;
+async fn synthetic(
+    mut stream: msgstream_facade::msgstream::stream::MsgStream,
+    args: ProduceArgs,
+    stop: &Stop,
+) -> Result<ExitCode> {
+    let refs = &args.channels;
     let payload = vec![b'x'; usize::try_from(args.payload_size).unwrap_or(usize::MAX)];
     eprintln!(
         "producing {} inserts to {} channel(s)",
@@ -140,6 +192,9 @@ mod tests {
     fn args(count: u64, tick_every: u64, start_ts: u64) -> ProduceArgs {
         ProduceArgs {
             channels: vec!["a".into()],
+            input: None,
+            format: Format::Raw,
+            kind: Kind::Insert,
             count,
             payload_size: 0,
             tick_every,
