@@ -3,13 +3,14 @@
 # into a cache outside the clone) when missing, starts `msgstream admin` on a free loopback
 # port over a temporary rocksmq database, and checks what a person sees: the channels listed,
 # a subscription's lag that changes after consuming, the channel holding the timetick
-# watermark back. Saves a screenshot (docs/admin-page.png, or $ADMIN_SCREENSHOT).
+# watermark back. Saves a screenshot in a temporary directory, or at $ADMIN_SCREENSHOT
+# (`ADMIN_SCREENSHOT=docs/admin-page.png` refreshes the README's picture).
 # Fails loudly when something cannot be installed; it never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 cache=${MSGSTREAM_CACHE:-/var/cache/msgstream}/playwright
-screenshot=${ADMIN_SCREENSHOT:-$root/docs/admin-page.png}
+screenshot=${ADMIN_SCREENSHOT:-$(mktemp -d)/admin-page.png}
 
 fail() { echo "admin-browser-test: $*" >&2; exit 1; }
 

@@ -12,6 +12,10 @@ cargo build --workspace --examples
 for example in quickstart timetick seek_after_restart two_backends; do
   cargo run --quiet --example "$example" >/dev/null
 done
+# The metrics example must print what the streams recorded, not just run.
+metrics=$(cargo run --quiet --example metrics_stdout)
+grep -q '^msgstream.consumed.messages{.*channel=metrics-0' <<<"$metrics" \
+  || { echo "test.sh: metrics_stdout printed no consumed-messages metric" >&2; exit 1; }
 cargo test --workspace --doc
 cargo test --workspace --lib --bins --tests
 scripts/admin-browser-test.sh

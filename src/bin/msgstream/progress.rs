@@ -1,60 +1,65 @@
-//! A one-line progress bar on stderr, shown only on a terminal and only once a run has taken
-//! longer than a couple of seconds.
+//! A one-line progress bar on stderr (indicatif), drawn only on a terminal and only once a run
+//! has taken longer than a couple of seconds, so short runs and piped output stay clean.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
 const SHOW_AFTER: Duration = Duration::from_secs(2);
-const REDRAW_EVERY: Duration = Duration::from_millis(200);
+
+/// Redraws per second at most.
+const REDRAW_HZ: u8 = 5;
 
 /// Progress of one phase towards a known total.
 pub struct Progress {
+    bar: Option<ProgressBar>,
     label: &'static str,
     total: u64,
     started: Instant,
-    last_draw: Option<Instant>,
-    enabled: bool,
 }
 
 impl Progress {
     pub fn new(label: &'static str, total: u64) -> Self {
         Progress {
+            bar: None,
             label,
             total: total.max(1),
             started: Instant::now(),
-            last_draw: None,
-            enabled: std::io::stderr().is_terminal(),
         }
     }
 
-    /// Records that `done` of the total are done; redraws at most every 200 ms.
+    /// Records that `done` of the total are done.
     pub fn update(&mut self, done: u64) {
-        if !self.enabled || self.started.elapsed() < SHOW_AFTER {
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
             return;
         }
-        if self.last_draw.is_some_and(|t| t.elapsed() < REDRAW_EVERY) {
+        if self.started.elapsed() < SHOW_AFTER || !std::io::stderr().is_terminal() {
             return;
         }
-        self.last_draw = Some(Instant::now());
-        let width = 30;
-        let filled = (done.min(self.total) * width / self.total) as usize;
-        let rate = done as f64 / self.started.elapsed().as_secs_f64();
-        eprint!(
-            "\r{:<8} [{}{}] {:>3}% {done}/{} {rate:.0} msgs/s",
-            self.label,
-            "#".repeat(filled),
-            ".".repeat(width as usize - filled),
-            done * 100 / self.total,
-            self.total
+        let bar = ProgressBar::with_draw_target(
+            Some(self.total),
+            ProgressDrawTarget::stderr_with_hz(REDRAW_HZ),
+        )
+        .with_prefix(self.label)
+        .with_style(
+            ProgressStyle::with_template(
+                "{prefix:<8} [{bar:30}] {percent:>3}% {pos}/{len} {per_sec} ({eta} left)",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("#>."),
         );
-        let _ = std::io::stderr().flush();
+        // The rate counts from the phase's start, not from when the bar appeared.
+        bar.set_elapsed(self.started.elapsed());
+        bar.set_position(done);
+        self.bar = Some(bar);
     }
 
     /// Clears the line if anything was drawn.
     pub fn finish(self) {
-        if self.last_draw.is_some() {
-            eprint!("\r{:80}\r", "");
-            let _ = std::io::stderr().flush();
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
         }
     }
 }

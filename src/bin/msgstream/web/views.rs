@@ -59,6 +59,8 @@ pub fn channels(state: &State, backend: &str) -> Value {
             json!({
                 "name": name,
                 "newest_id": known(&channel.newest_id),
+                // No backend reports a channel's size through the mq traits.
+                "size": json!({ "unavailable": format!("not available from {backend}") }),
                 "produce_rate": rate(state.produce_rate(name, RATE_WINDOW_MS), &no_rate("reading")),
                 "last_tick": channel.last_tick,
                 "subscriptions": subs,

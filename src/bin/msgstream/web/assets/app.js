@@ -57,7 +57,7 @@ function drawChannels(data) {
   channels.replaceChildren();
   subs.replaceChildren();
   for (const c of data.channels) {
-    row(channels, [cell(c.name), cell(c.newest_id), cell(c.produce_rate), cell(c.last_tick),
+    row(channels, [cell(c.name), cell(c.newest_id), cell(c.size), cell(c.produce_rate), cell(c.last_tick),
       deleteButton("delete channel", { channel: c.name }, c.name)], { channel: c.name });
     if (c.subscriptions.unavailable) {
       row(subs, [cell(c.name), cell(c.subscriptions), cell(null), cell(null), cell(null)]);
