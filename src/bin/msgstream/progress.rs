@@ -32,7 +32,7 @@ impl Progress {
     /// Records that `done` of the total are done.
     pub fn update(&mut self, done: u64) {
         if let Some(bar) = &self.bar {
-            bar.set_position(done);
+            self.draw(bar, done);
             return;
         }
         if self.started.elapsed() < SHOW_AFTER || !std::io::stderr().is_terminal() {
@@ -44,16 +44,20 @@ impl Progress {
         )
         .with_prefix(self.label)
         .with_style(
-            ProgressStyle::with_template(
-                "{prefix:<8} [{bar:30}] {percent:>3}% {pos}/{len} {per_sec} ({eta} left)",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("#>."),
+            ProgressStyle::with_template("{prefix:<8} [{bar:30}] {percent:>3}% {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("#>."),
         );
-        // The rate counts from the phase's start, not from when the bar appeared.
-        bar.set_elapsed(self.started.elapsed());
-        bar.set_position(done);
+        self.draw(&bar, done);
         self.bar = Some(bar);
+    }
+
+    /// The rate counts from the phase's start (not from when the bar appeared, nor over the
+    /// last few updates, which jump with batch sizes).
+    fn draw(&self, bar: &ProgressBar, done: u64) {
+        let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
+        bar.set_message(format!("{rate:.0} msgs/s"));
+        bar.set_position(done);
     }
 
     /// Clears the line if anything was drawn.
