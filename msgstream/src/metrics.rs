@@ -12,8 +12,12 @@
 //! by `channel`; `msgstream.consumed.messages` / `.bytes`, the same; `msgstream.produce.duration`
 //! (seconds, histogram by `channel`: one batch sent and acknowledged);
 //! `msgstream.tt.watermark` and `msgstream.tt.holder_lag` (gauges by `subscription`),
-//! `msgstream.tt.last_tick` (gauge by `subscription` and `channel`); `msgstream.retries`
-//! (counter by `operation`).
+//! `msgstream.tt.last_tick` (gauge by `subscription` and `channel`); `msgstream.tt.stalls`
+//! (counter by `subscription` and `channel`: a channel that held `max_held_per_channel`
+//! messages without a tick and stopped being read); `msgstream.retries` (counter by
+//! `operation`: creating producers and consumers, and receives retried after a transient
+//! error); `msgstream.reconnects` (counter by `backend` and `addr`, recorded by the backends
+//! through [`record_reconnect`]).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -34,7 +38,9 @@ pub(crate) struct Metrics {
     watermark: Gauge<u64>,
     last_tick: Gauge<u64>,
     holder_lag: Gauge<u64>,
+    stalls: Counter<u64>,
     retries: Counter<u64>,
+    reconnects: Counter<u64>,
 }
 
 /// The instruments, created from the global provider on first use.
@@ -82,9 +88,21 @@ pub(crate) fn get() -> &'static Metrics {
                 .u64_gauge("msgstream.tt.holder_lag")
                 .with_description("Highest last tick minus the watermark: how far the holder lags")
                 .build(),
+            stalls: meter
+                .u64_counter("msgstream.tt.stalls")
+                .with_description(
+                    "Times a tt stream stopped reading a channel that held its cap of messages without a tick",
+                )
+                .build(),
             retries: meter
                 .u64_counter("msgstream.retries")
-                .with_description("Retried attempts at creating producers and consumers")
+                .with_description(
+                    "Retried attempts at creating producers and consumers, and retried receives",
+                )
+                .build(),
+            reconnects: meter
+                .u64_counter("msgstream.reconnects")
+                .with_description("Connections to a broker made again after one was lost")
                 .build(),
         }
     })
@@ -125,9 +143,32 @@ impl Metrics {
         }
     }
 
+    /// A tt stream stopped reading `channel`: it holds its cap of messages without a tick.
+    pub(crate) fn stalled(&self, subscription: &str, channel: &str) {
+        self.stalls.add(
+            1,
+            &[
+                KeyValue::new("subscription", subscription.to_string()),
+                KeyValue::new("channel", channel.to_string()),
+            ],
+        );
+    }
+
     /// One retried attempt at `operation`.
     pub(crate) fn retried(&self, operation: &str) {
         self.retries
             .add(1, &[KeyValue::new("operation", operation.to_string())]);
     }
+}
+
+/// Records that a backend connected again to `addr` after losing its connection. For backend
+/// crates: the count shows up with the core's instruments (`msgstream.reconnects`).
+pub fn record_reconnect(backend: &str, addr: &str) {
+    get().reconnects.add(
+        1,
+        &[
+            KeyValue::new("backend", backend.to_string()),
+            KeyValue::new("addr", addr.to_string()),
+        ],
+    );
 }

@@ -474,6 +474,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
                 None => backoff = ERROR_BACKOFF,
                 Some(error) => {
                     tracing::warn!(channel = %parked.consumer.topic(), %error, ?backoff, "receive failed, retrying");
+                    crate::metrics::get().retried("receive");
                     tokio::select! {
                         _ = &mut stop => return parked,
                         _ = tokio::time::sleep(backoff) => {}

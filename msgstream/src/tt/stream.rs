@@ -241,6 +241,7 @@ impl TtMsgStream {
                             held,
                             "tt stream: channel holds {held} messages without a tick; not reading it until it ticks"
                         );
+                        crate::metrics::get().stalled(&side.subscription, name);
                         if let Some(since) = side.capped_since.get_mut(channel) {
                             *since = Some(SystemTime::now());
                         }

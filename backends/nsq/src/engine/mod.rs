@@ -286,6 +286,7 @@ impl Engine {
         }
         if !self.ever_connected.insert(origin.clone()) {
             self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+            msgstream::metrics::record_reconnect("nsq", &origin.addr);
         }
         self.links.insert(
             origin,

@@ -87,6 +87,10 @@ impl Remoting {
         {
             Ok(conn) => {
                 let conn = Arc::new(conn);
+                // A slot that held a connection (now dead) or failed to dial: a reconnect.
+                if slot.conn.is_some() || slot.failures > 0 {
+                    msgstream::metrics::record_reconnect("rocketmq", addr);
+                }
                 *slot = Slot {
                     conn: Some(conn.clone()),
                     failures: 0,
