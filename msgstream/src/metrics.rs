@@ -60,7 +60,7 @@ pub(crate) fn get() -> &'static Metrics {
                 .build(),
             consumed_messages: meter
                 .u64_counter("msgstream.consumed.messages")
-                .with_description("Messages received and decoded, by channel")
+                .with_description("Messages received, by channel")
                 .build(),
             consumed_bytes: meter
                 .u64_counter("msgstream.consumed.bytes")
@@ -117,10 +117,10 @@ impl Metrics {
         self.produce_duration.record(took.as_secs_f64(), &attrs);
     }
 
-    /// One message of `bytes` received from `channel`.
-    pub(crate) fn consumed(&self, channel: &str, bytes: u64) {
+    /// `messages` messages of `bytes` payload in all received from `channel`.
+    pub(crate) fn consumed(&self, channel: &str, messages: u64, bytes: u64) {
         let attrs = [KeyValue::new("channel", channel.to_string())];
-        self.consumed_messages.add(1, &attrs);
+        self.consumed_messages.add(messages, &attrs);
         self.consumed_bytes.add(bytes, &attrs);
     }
 

@@ -395,7 +395,6 @@ impl PumpContext {
         let event = match self.registry.decode(&msg.payload) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
-                crate::metrics::get().consumed(&msg.topic, msg.payload.len() as u64);
                 let mut ts = TsMsg::new(body);
                 ts.position = Some(MsgPosition {
                     channel_name: msg.topic.to_string(),
@@ -436,6 +435,12 @@ impl PumpContext {
             Ok(batch) => {
                 if parked.first_received.is_none() {
                     parked.first_received = batch.first().map(|m| m.id.clone());
+                }
+                // Once per batch: a per-message recording (its attribute allocation) costs
+                // the fast path measurably even with no meter provider installed.
+                if let Some(first) = batch.first() {
+                    let bytes = batch.iter().map(|m| m.payload.len() as u64).sum();
+                    crate::metrics::get().consumed(&first.topic, batch.len() as u64, bytes);
                 }
                 for msg in batch {
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
