@@ -182,12 +182,8 @@ async fn measure(
     else {
         return Ok(None);
     };
-    let consumed = if args.tt {
-        phases::consume_tt(factory, channels, messages, stop).await?
-    } else {
-        phases::consume(factory, channels, messages, stop).await?
-    };
-    let Some(consume_secs) = consumed else {
+    let Some(consume_secs) = phases::consume(factory, channels, messages, args.tt, stop).await?
+    else {
         return Ok(None);
     };
     let Some(first) = channels.first() else {

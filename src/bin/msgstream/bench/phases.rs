@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use futures::stream::{BoxStream, StreamExt};
+
 use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{
     Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
@@ -106,18 +108,41 @@ pub async fn produce(
     }))
 }
 
-/// Phase 2 with `--tt`: reads every row back through the timetick-aligned stream; the seconds
-/// it took.
-pub async fn consume_tt(
+/// Phase 2: reads every row back with one subscription, through the timetick-aligned stream
+/// with `tt`, else the plain one; the seconds it took (from subscribed to the last row).
+pub async fn consume(
     factory: &Factory,
     channels: &[&str],
     messages: u64,
+    tt: bool,
     stop: &Stop,
 ) -> Result<Option<f64>> {
-    let mut consumer = factory.tt_msg_stream();
-    consumer
-        .as_consumer(channels, "bench", InitialPosition::Earliest)
-        .await?;
+    if tt {
+        let mut consumer = factory.tt_msg_stream();
+        consumer
+            .as_consumer(channels, "bench", InitialPosition::Earliest)
+            .await?;
+        let outcome = read_all(consumer.packs(), messages, stop).await;
+        consumer.close().await;
+        outcome
+    } else {
+        let mut consumer = factory.msg_stream();
+        consumer
+            .as_consumer(channels, "bench", InitialPosition::Earliest)
+            .await?;
+        let outcome = read_all(consumer.packs(), messages, stop).await;
+        consumer.close().await;
+        outcome
+    }
+}
+
+/// Counts the rows of `packs` until `messages` came (the seconds that took) or a stop request
+/// (`None`).
+async fn read_all(
+    mut packs: BoxStream<'_, msgstream_facade::msgstream::Result<MsgPack>>,
+    messages: u64,
+    stop: &Stop,
+) -> Result<Option<f64>> {
     let mut progress = Progress::new("consume", messages);
     let started = Instant::now();
     let mut received = 0;
@@ -127,7 +152,7 @@ pub async fn consume_tt(
         }
         let pack = tokio::select! {
             () = stop.wait() => break Ok(None),
-            pack = consumer.next_pack() => pack,
+            pack = packs.next() => pack,
         };
         match pack {
             Some(Ok(pack)) => received += pack.msgs.len() as u64,
@@ -137,40 +162,6 @@ pub async fn consume_tt(
         progress.update(received);
     };
     progress.finish();
-    consumer.close().await;
-    outcome
-}
-
-/// Phase 2: reads everything back with one subscription; the seconds it took.
-pub async fn consume(
-    factory: &Factory,
-    channels: &[&str],
-    messages: u64,
-    stop: &Stop,
-) -> Result<Option<f64>> {
-    let mut consumer = factory.msg_stream();
-    consumer
-        .as_consumer(channels, "bench", InitialPosition::Earliest)
-        .await?;
-    let mut progress = Progress::new("consume", messages);
-    let started = Instant::now();
-    let mut received = 0;
-    let outcome = loop {
-        if received >= messages {
-            break Ok(Some(started.elapsed().as_secs_f64()));
-        }
-        let pack = tokio::select! {
-            () = stop.wait() => break Ok(None),
-            pack = next_msg(&mut consumer) => pack,
-        };
-        match pack {
-            Ok(pack) => received += pack.msgs.len() as u64,
-            Err(e) => break Err(e),
-        }
-        progress.update(received);
-    };
-    progress.finish();
-    consumer.close().await;
     outcome
 }
 

@@ -1,0 +1,301 @@
+//! The streams' own events reach the OpenTelemetry instruments: a tt stream that stops reading a
+//! channel for not ticking counts one stall (`msgstream.tt.stalls`), and a receive retried
+//! after a transient backend error counts one retry (`msgstream.retries`, operation
+//! `receive`). Its own test binary: the instruments bind to the global provider on first use,
+//! so the provider is installed once, before anything records, and each test counts only its
+//! own channels.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use msgstream::mem::MemoryClient;
+use msgstream::mq::{
+    Acker, Capabilities, Client, Consumer, ConsumerOptions, InitialPosition, Message, MessageId,
+    Producer, Reader, ReaderOptions,
+};
+use msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
+use msgstream::stream::{MsgStream, StreamOptions};
+use msgstream::testkit::unique;
+use msgstream::tt::TtMsgStream;
+use msgstream::{Error, Result};
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
+use opentelemetry_sdk::metrics::reader::MetricReader;
+use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+
+/// The provider's reader, shared with the tests so they can collect.
+#[derive(Debug, Clone)]
+struct Shared(Arc<ManualReader>);
+
+impl MetricReader for Shared {
+    fn register_pipeline(&self, pipeline: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
+        self.0.register_pipeline(pipeline)
+    }
+    fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.collect(rm)
+    }
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.force_flush()
+    }
+    fn shutdown_with_timeout(&self, timeout: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+    fn temporality(
+        &self,
+        kind: opentelemetry_sdk::metrics::InstrumentKind,
+    ) -> opentelemetry_sdk::metrics::Temporality {
+        self.0.temporality(kind)
+    }
+}
+
+/// The process's reader, installed with its provider on first call.
+fn reader() -> &'static Shared {
+    static READER: OnceLock<(Shared, SdkMeterProvider)> = OnceLock::new();
+    let (reader, _) = READER.get_or_init(|| {
+        let reader = Shared(Arc::new(ManualReader::builder().build()));
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader.clone())
+            .build();
+        opentelemetry::global::set_meter_provider(provider.clone());
+        (reader, provider)
+    });
+    reader
+}
+
+/// Sum of counter `name` over the data points having attribute `key` = `value`.
+fn counted(name: &str, key: &str, value: &str) -> u64 {
+    let mut rm = ResourceMetrics::default();
+    reader().collect(&mut rm).expect("collect");
+    let mut total = 0;
+    for scope in rm.scope_metrics() {
+        for metric in scope.metrics().filter(|m| m.name() == name) {
+            if let AggregatedMetrics::U64(MetricData::Sum(sum)) = metric.data() {
+                total += sum
+                    .data_points()
+                    .filter(|p| {
+                        p.attributes()
+                            .any(|kv| kv.key.as_str() == key && kv.value.as_str() == value)
+                    })
+                    .map(|p| p.value())
+                    .sum::<u64>();
+            }
+        }
+    }
+    total
+}
+
+/// Waits (10 s at most) until `check` holds.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !check() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for: {what}"));
+}
+
+fn insert(row: i64, ts: u64) -> TsMsg {
+    TsMsg::new(MsgBody::Insert(InsertRequest {
+        base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
+        timestamps: vec![ts],
+        row_ids: vec![row],
+        num_rows: 1,
+        ..Default::default()
+    }))
+    .with_hash_keys(vec![0])
+}
+
+async fn produce(client: &Arc<dyn Client>, channel: &str, msgs: Vec<TsMsg>) {
+    let mut out = MsgStream::new(client.clone(), StreamOptions::default());
+    out.as_producer(&[channel]).await.expect("producer");
+    out.produce(&MsgPack {
+        msgs,
+        ..MsgPack::default()
+    })
+    .await
+    .expect("produce");
+    out.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_capped_for_not_ticking_counts_one_stall() {
+    reader();
+    let client: Arc<dyn Client> = Arc::new(MemoryClient::new());
+    let (ticking, silent) = (unique("ticking"), unique("silent"));
+    produce(
+        &client,
+        &ticking,
+        vec![TsMsg::time_tick(100).with_hash_keys(vec![0])],
+    )
+    .await;
+    produce(
+        &client,
+        &silent,
+        (1..=8).map(|i| insert(i, i as u64)).collect(),
+    )
+    .await;
+    let mut stream = TtMsgStream::new(
+        client.clone(),
+        StreamOptions::default().with_max_held_per_channel(4),
+    );
+    stream
+        .as_consumer(
+            &[ticking.as_str(), silent.as_str()],
+            "stalls",
+            InitialPosition::Earliest,
+        )
+        .await
+        .expect("consumer");
+    assert_eq!(counted("msgstream.tt.stalls", "channel", &silent), 0);
+    let waiting = tokio::spawn(async move {
+        let pack = stream.next_pack().await.expect("open").expect("pack");
+        (stream, pack)
+    });
+    eventually("the silent channel was capped", || {
+        counted("msgstream.tt.stalls", "channel", &silent) == 1
+    })
+    .await;
+    assert_eq!(counted("msgstream.tt.stalls", "channel", &ticking), 0);
+    produce(
+        &client,
+        &silent,
+        vec![TsMsg::time_tick(100).with_hash_keys(vec![0])],
+    )
+    .await;
+    let (mut stream, pack) = waiting.await.expect("stream task");
+    assert_eq!(pack.end_ts, 100);
+    assert_eq!(
+        pack.msgs.len(),
+        8,
+        "the capped channel's rows come once it ticks"
+    );
+    assert_eq!(
+        counted("msgstream.tt.stalls", "channel", &silent),
+        1,
+        "one stall is counted once, not per wait"
+    );
+    stream.close().await;
+}
+
+/// The memory backend, except that the first `failures` receives of each consumer fail
+/// transiently (a broker briefly away).
+struct FlakyReceive {
+    inner: MemoryClient,
+    failures: usize,
+}
+
+struct FlakyConsumer {
+    inner: Box<dyn Consumer>,
+    failures_left: AtomicUsize,
+}
+
+impl FlakyConsumer {
+    fn fail_now(&self) -> bool {
+        self.failures_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
+
+#[async_trait]
+impl Consumer for FlakyConsumer {
+    fn topic(&self) -> &str {
+        self.inner.topic()
+    }
+    fn subscription(&self) -> &str {
+        self.inner.subscription()
+    }
+    async fn recv(&mut self) -> Result<Option<Message>> {
+        if self.fail_now() {
+            return Err(Error::transient("flaky", "the broker is briefly away"));
+        }
+        self.inner.recv().await
+    }
+    async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
+        if self.fail_now() {
+            return Err(Error::transient("flaky", "the broker is briefly away"));
+        }
+        self.inner.recv_batch(max).await
+    }
+    async fn ack(&self, message: &Message) -> Result<()> {
+        self.inner.ack(message).await
+    }
+    fn acker(&self) -> Arc<dyn Acker> {
+        self.inner.acker()
+    }
+    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
+        self.inner.seek(id, inclusive).await
+    }
+    async fn latest_message_id(&self) -> Result<Option<MessageId>> {
+        self.inner.latest_message_id().await
+    }
+    async fn close(&mut self) {
+        self.inner.close().await
+    }
+}
+
+#[async_trait]
+impl Client for FlakyReceive {
+    fn backend_name(&self) -> &'static str {
+        "flaky"
+    }
+    async fn create_producer(&self, topic: &str) -> Result<Box<dyn Producer>> {
+        self.inner.create_producer(topic).await
+    }
+    async fn subscribe(&self, options: ConsumerOptions) -> Result<Box<dyn Consumer>> {
+        Ok(Box::new(FlakyConsumer {
+            inner: self.inner.subscribe(options).await?,
+            failures_left: AtomicUsize::new(self.failures),
+        }))
+    }
+    async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>> {
+        self.inner.create_reader(options).await
+    }
+    fn earliest_message_id(&self) -> MessageId {
+        self.inner.earliest_message_id()
+    }
+    fn message_id_from_bytes(&self, bytes: &[u8]) -> Result<MessageId> {
+        self.inner.message_id_from_bytes(bytes)
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn close(&self) {
+        self.inner.close().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_receive_errors_are_retried_and_counted() {
+    reader();
+    let before = counted("msgstream.retries", "operation", "receive");
+    let client: Arc<dyn Client> = Arc::new(FlakyReceive {
+        inner: MemoryClient::new(),
+        failures: 2,
+    });
+    let channel = unique("flaky");
+    produce(&client, &channel, vec![insert(1, 1), insert(2, 2)]).await;
+    let mut stream = MsgStream::new(client.clone(), StreamOptions::default());
+    stream
+        .as_consumer(&[channel.as_str()], "retries", InitialPosition::Earliest)
+        .await
+        .expect("consumer");
+    let mut rows = Vec::new();
+    while rows.len() < 2 {
+        let pack = stream.next_pack().await.expect("open").expect("pack");
+        rows.extend(pack.msgs.iter().map(|m| match &m.body {
+            MsgBody::Insert(i) => i.row_ids[0],
+            _ => -1,
+        }));
+    }
+    assert_eq!(rows, [1, 2], "nothing lost or repeated across the retries");
+    // Only this test makes receives fail, so the counter moved by exactly its two failures.
+    assert_eq!(
+        counted("msgstream.retries", "operation", "receive") - before,
+        2
+    );
+    stream.close().await;
+}
