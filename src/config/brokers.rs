@@ -44,7 +44,8 @@ pub enum NsqExtensions {
     /// Upstream nsqd: no offsets (no seek, readers or latest id), best-effort order.
     #[default]
     None,
-    /// Servers with partitions and offsets (the Youzan extensions): seek and strict order.
+    /// Servers with partitions and offsets (the Youzan extensions): seek, readers, latest id and
+    /// strict order.
     Partitions,
 }
 
@@ -54,10 +55,11 @@ pub enum NsqExtensions {
 pub struct NsqSection {
     /// nsqd TCP addresses, `host:port`.
     pub nsqd: Vec<String>,
-    /// The HTTP address of each nsqd, same order: needed to seek, list, delete and start a
-    /// subscription at `latest`.
+    /// The HTTP address of each nsqd, same order: needed to seek, read the latest id, list,
+    /// delete and start a subscription at `latest`.
     pub nsqd_http: Vec<String>,
-    /// nsqlookupd HTTP addresses; when set, consumers discover nsqds through them.
+    /// nsqlookupd HTTP addresses; when set, consumers discover nsqds through them, and readers
+    /// (with partitions) the nsqd holding their partition, so they need no `nsqd_http`.
     pub lookupd: Vec<String>,
     /// Most unacknowledged messages a consumer holds.
     pub max_in_flight: u32,

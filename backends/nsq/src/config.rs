@@ -10,7 +10,8 @@ pub enum Extensions {
     #[default]
     None,
     /// Youzan nsqd: topics live in partitions, deliveries carry offsets, so ids are
-    /// `(partition, offset)` and seek re-subscribes from an offset.
+    /// `(partition, offset, raw size)`, seek re-subscribes from an offset and the latest id is
+    /// read from the fork's HTTP API.
     Partitions,
 }
 
@@ -21,10 +22,13 @@ pub struct NsqConfig {
     /// nsqd TCP addresses (`host:port`), used for publishing and, without lookupd, consuming.
     pub nsqd: Vec<String>,
     /// The HTTP address of each nsqd, in the same order. Needed for seek (setting a channel's
-    /// offset), listing and deleting topics and subscriptions, and for starting a new
-    /// subscription at `Latest`; without it those are `Unsupported`.
+    /// offset), the latest id (`/stats` and `/message/get`), listing and deleting topics and
+    /// subscriptions, and for starting a new subscription at `Latest`; without it those are
+    /// `Unsupported`.
     pub nsqd_http: Vec<String>,
-    /// nsqlookupd HTTP addresses; when set, consumers discover nsqds through them.
+    /// nsqlookupd HTTP addresses; when set, consumers discover nsqds through them, and readers
+    /// (with partitions) dial the nsqd `/lookup` lists for their partition, so readers need no
+    /// `nsqd_http` then.
     pub lookupd: Vec<String>,
     /// Most unacknowledged messages a consumer holds (capped by the server's
     /// `max_rdy_count`). A timetick-aligned stream acks only once a tick completes a pack, so

@@ -2,17 +2,19 @@
 //! Youzan (`extensions = partitions`). The core's contract checks run against both modes in the
 //! workspace's conformance suite (`tests/conformance`); these are the adapter's own.
 
+mod common;
+
 use std::sync::Arc;
 
 use std::time::Duration;
 
 use msgstream::mq::{
-    Client, Consumer, ConsumerOptions, Message, ProducerMessage, SubscriptionInfo,
+    Client, Consumer, ConsumerOptions, Message, ProducerMessage, ReaderOptions, SubscriptionInfo,
 };
 use msgstream::testkit::Harness;
 use msgstream::Error;
 use msgstream_nsq::{Extensions, NsqClient, NsqConfig};
-use msgstream_nsq_testd::{Options, TestServer};
+use msgstream_nsq_testd::{Options, TestLookupd, TestServer};
 
 async fn harness(extensions: Extensions) -> Harness {
     let server = TestServer::start(Options {
@@ -209,4 +211,244 @@ async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
     assert!(foreign.properties.is_empty());
     consumer.ack(&foreign).await.expect("ack");
     consumer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_id_is_the_last_delivered_one_and_seeks_exactly() {
+    let harness = partitions().await;
+    let client = harness.client();
+    assert!(client.capabilities().latest_id);
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new("newest", "g"))
+        .await
+        .expect("sub");
+    assert_eq!(
+        consumer.latest_message_id().await.expect("latest"),
+        None,
+        "an empty partition has no newest message"
+    );
+    let producer = client.create_producer("newest").await.expect("producer");
+    let mut sent = Vec::new();
+    for i in 0..3 {
+        let payload = format!("m{i}{}", "x".repeat(i * 7));
+        sent.push(
+            producer
+                .send(ProducerMessage::new(payload))
+                .await
+                .expect("send"),
+        );
+    }
+    let mut received = Vec::new();
+    for _ in 0..3 {
+        received.push(recv(&mut consumer).await);
+    }
+    let latest = consumer
+        .latest_message_id()
+        .await
+        .expect("latest")
+        .expect("some");
+    assert_eq!(
+        latest, received[2].id,
+        "the id the consumer got for the last"
+    );
+    assert_eq!(latest, sent[2], "and the one the producer got");
+    consumer.seek(&latest, false).await.expect("seek past it");
+    producer
+        .send(ProducerMessage::new(&b"after"[..]))
+        .await
+        .expect("send");
+    let next = recv(&mut consumer).await;
+    assert_eq!(
+        next.payload.as_ref(),
+        b"after",
+        "nothing at or before the latest"
+    );
+    assert_eq!(
+        consumer.latest_message_id().await.expect("latest"),
+        Some(next.id.clone()),
+        "the newest moved on"
+    );
+    let mut reader = client
+        .create_reader(ReaderOptions {
+            topic: "newest".into(),
+            start: latest.clone(),
+            inclusive: true,
+        })
+        .await
+        .expect("reader");
+    let read = tokio::time::timeout(Duration::from_secs(15), reader.next())
+        .await
+        .expect("in time")
+        .expect("next");
+    assert_eq!(
+        (read.id, read.payload),
+        (latest, received[2].payload.clone())
+    );
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(15), reader.next())
+            .await
+            .expect("in time")
+            .expect("next")
+            .payload
+            .as_ref(),
+        b"after"
+    );
+    assert!(!reader.has_next().await.expect("has_next"), "nothing more");
+    reader.close().await;
+    consumer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_id_while_publishing_is_always_a_real_message() {
+    // A publish racing between `/stats` and `/message/get` must not pair one message's offset
+    // with a later end: every answer is the id of a message the consumer gets.
+    let harness = partitions().await;
+    let client = harness.client();
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new("racing", "g"))
+        .await
+        .expect("sub");
+    let producer = client.create_producer("racing").await.expect("producer");
+    let publishing = tokio::spawn(async move {
+        for i in 0..200 {
+            producer
+                .send(ProducerMessage::new(format!(
+                    "{i:0>width$}",
+                    width = i % 13 + 1
+                )))
+                .await
+                .expect("send");
+        }
+    });
+    let mut answers = Vec::new();
+    while !publishing.is_finished() {
+        if let Some(id) = consumer.latest_message_id().await.expect("latest") {
+            answers.push(id);
+        }
+    }
+    publishing.await.expect("publisher");
+    answers.push(
+        consumer
+            .latest_message_id()
+            .await
+            .expect("latest")
+            .expect("some"),
+    );
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..200 {
+        let message = recv(&mut consumer).await;
+        consumer.ack(&message).await.expect("ack");
+        ids.insert(message.id);
+    }
+    assert!(answers.len() > 1, "asked while publishing");
+    for answer in &answers {
+        assert!(ids.contains(answer), "{answer:?} is no message's id");
+    }
+    assert!(answers.windows(2).all(|w| w[0] <= w[1]), "never goes back");
+    consumer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_find_their_partition_through_lookupd() {
+    // Partition 0 of the topic lives on `a`, partition 1 on `b`; the client knows `b` only
+    // as a TCP address to publish to and has no nsqd_http: the reader of partition 1 must
+    // reach `b`'s TCP and HTTP through lookupd.
+    let a = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let b = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let lookupd = TestLookupd::start(&[&a, &b]).await.expect("lookupd");
+    let http_post = async |addr, target: &str| common::http(addr, "POST", target, b"decoy").await.0;
+    assert_eq!(
+        http_post(a.http_addr(), "/topic/create?topic=routed&partition_num=1").await,
+        200
+    );
+    assert_eq!(
+        http_post(a.http_addr(), "/pub?topic=routed&partition=0").await,
+        200
+    );
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![b.tcp_addr().to_string()],
+        lookupd: vec![lookupd.http_addr().to_string()],
+        extensions: Extensions::Partitions,
+        partition: 1,
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let caps = client.capabilities();
+    assert_eq!(
+        (caps.readers, caps.seek, caps.latest_id),
+        (true, false, false),
+        "lookupd names the reader's nsqd; seek and latest still need nsqd_http"
+    );
+    let producer = client.create_producer("routed").await.expect("producer");
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(
+            producer
+                .send(ProducerMessage::new(format!("r{i}")))
+                .await
+                .expect("send"),
+        );
+    }
+    let mut reader = client
+        .create_reader(ReaderOptions {
+            topic: "routed".into(),
+            start: client.earliest_message_id(),
+            inclusive: true,
+        })
+        .await
+        .expect("reader");
+    for (i, id) in ids.iter().enumerate() {
+        assert!(reader.has_next().await.expect("has_next"));
+        let message = tokio::time::timeout(Duration::from_secs(15), reader.next())
+            .await
+            .expect("in time")
+            .expect("next");
+        assert_eq!(
+            (&message.id, message.payload.as_ref()),
+            (id, format!("r{i}").as_bytes())
+        );
+    }
+    assert!(
+        !reader.has_next().await.expect("has_next"),
+        "read to the end"
+    );
+    reader.seek(&ids[0], false).await.expect("seek");
+    let message = tokio::time::timeout(Duration::from_secs(15), reader.next())
+        .await
+        .expect("in time")
+        .expect("next");
+    assert_eq!(message.payload.as_ref(), b"r1");
+    reader.close().await;
+    let consumer = client
+        .subscribe(ConsumerOptions::new("routed", "g"))
+        .await
+        .expect("sub");
+    assert!(matches!(
+        consumer.latest_message_id().await,
+        Err(Error::Unsupported { .. })
+    ));
+    let missing = client
+        .create_reader(ReaderOptions {
+            topic: "nowhere".into(),
+            start: client.earliest_message_id(),
+            inclusive: true,
+        })
+        .await;
+    assert!(
+        missing.is_ok(),
+        "the reader creates its topic, then finds it"
+    );
+    drop(lookupd);
+    assert!(
+        client
+            .create_reader(ReaderOptions {
+                topic: "routed".into(),
+                start: client.earliest_message_id(),
+                inclusive: true,
+            })
+            .await
+            .is_err(),
+        "no lookupd, no reader (an error, not a hang)"
+    );
 }

@@ -568,3 +568,99 @@ async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
     let (_, message) = again.reply().await.expect("message");
     assert_eq!(&message[38..], b"three", "resumed at the confirmed offset");
 }
+
+#[tokio::test]
+async fn message_get_by_count_offset_and_id_agrees_with_stats() {
+    // The fork's `/message/get`: a count index below `/stats` `message_count` finds a message
+    // whose `offset` + raw size is the next one's offset, the last ending at `backend_depth`.
+    let s = youzan().await;
+    let get = async |query: &str| {
+        let (status, body) = http(
+            s.http_addr(),
+            "GET",
+            &format!("/message/get?topic=yz&{query}"),
+            b"",
+        )
+        .await;
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("json reply");
+        (status, json)
+    };
+    let count = async || {
+        let (_, body) = http(s.http_addr(), "GET", "/stats?format=json&topic=yz", b"").await;
+        let stats: serde_json::Value = serde_json::from_slice(&body).expect("stats json");
+        stats["topics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["topic_partition"] == "1")
+            .and_then(|t| t["message_count"].as_u64())
+            .expect("message_count")
+    };
+    assert_eq!(count().await, 0);
+    let (status, json) = get("partition=1&search_mode=count&search_pos=0").await;
+    assert_eq!(status, 404, "an empty partition has no message 0: {json}");
+    assert!(json["message"].is_string());
+    let mut producer = Wire::open(&s, 5000).await;
+    for body in [&b"one"[..], b"two", b"three"] {
+        producer.send(&pub_cmd("yz", Some(1), body)).await;
+        producer.reply().await.expect("OK");
+    }
+    producer.send(&pub_cmd("yz", Some(0), b"elsewhere")).await;
+    producer.reply().await.expect("OK");
+    assert_eq!(count().await, 3);
+    let end = partition_end(&s, "yz", 1).await;
+    let (status, last) = get("partition=1&search_mode=count&search_pos=2").await;
+    assert_eq!(status, 200, "{last}");
+    assert_eq!(last["body"], "three");
+    assert_eq!(last["queue_cnt_index"], 2);
+    assert_eq!(last["offset"], 66);
+    assert_eq!(
+        end - 66,
+        35,
+        "backend_depth - offset is the raw size of the last"
+    );
+    for field in ["id", "trace_id", "timestamp", "attempts"] {
+        assert!(last[field].is_u64(), "{field} in {last}");
+    }
+    assert_eq!(last["ext"], "");
+    let (_, inside) = get("partition=1&search_mode=virtual_offset&search_pos=70").await;
+    assert_eq!(
+        inside["queue_cnt_index"], 2,
+        "the message covering offset 70"
+    );
+    let (_, first) = get("partition=1&search_mode=virtual_offset&search_pos=0").await;
+    assert_eq!(first["body"], "one");
+    let id = last["id"].as_u64().expect("id");
+    let (status, by_id) = get(&format!("search_mode=id&search_pos={id}")).await;
+    // Ids carry their partition in bits 50..60; the test server's are all of partition 0.
+    assert_eq!(status, 404, "id {id} is not in partition 0: {by_id}");
+    let (_, elsewhere) = get("partition=0&search_mode=count&search_pos=0").await;
+    let other = elsewhere["id"].as_u64().expect("id");
+    let (status, by_id) = get(&format!("search_mode=id&search_pos={other}")).await;
+    assert_eq!(
+        (status, &by_id["body"]),
+        (200, &serde_json::json!("elsewhere"))
+    );
+    for (query, want) in [
+        ("partition=1&search_mode=count&search_pos=3", 404),
+        ("partition=1&search_mode=virtual_offset&search_pos=101", 404),
+        ("partition=1&search_mode=count&search_pos=-1", 404),
+        ("partition=7&search_mode=count&search_pos=0", 404),
+        ("partition=1&search_mode=count&search_pos=x", 400),
+        ("partition=1&search_mode=count", 400),
+        ("partition=1&search_mode=bogus&search_pos=0", 400),
+        ("search_mode=count&search_pos=0", 400),
+    ] {
+        let (status, json) = get(query).await;
+        assert_eq!(status, want, "{query}: {json}");
+        assert!(json["message"].is_string(), "{query}: {json}");
+    }
+    let (status, _) = http(
+        s.http_addr(),
+        "POST",
+        "/message/get?topic=yz&partition=1&search_mode=count&search_pos=0",
+        b"",
+    )
+    .await;
+    assert_eq!(status, 405);
+}

@@ -1,15 +1,21 @@
-//! What the adapter asks nsqd's HTTP API: `/stats` for listings, lag and whether a channel
-//! exists, and `/topic/delete`, `/channel/delete`, `/channel/empty`, `/channel/setoffset`.
+//! What the adapter asks nsqd's HTTP API: `/stats` for listings, lag, whether a channel
+//! exists and a partition's end, the fork's `/message/get` for the newest message's offset, and
+//! `/topic/delete`, `/channel/delete`, `/channel/empty`, `/channel/setoffset`; and what it asks
+//! nsqlookupd: which nsqd holds the configured partition of a topic.
 
 use std::time::Duration;
 
 use msgstream::{Error, Result};
 use serde_json::Value;
 
-use super::{map_err, BACKEND};
-use crate::http;
+use super::{map_err, Position, BACKEND};
+use crate::{http, lookup};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Rounds of `/stats` → `/message/get` → `/stats` before `latest` gives up on a partition that
+/// grows under every attempt.
+const LATEST_ATTEMPTS: usize = 20;
 
 /// The HTTP addresses of the configured nsqds.
 #[derive(Debug, Clone)]
@@ -17,6 +23,37 @@ pub(crate) struct Admin {
     pub http: Vec<String>,
     /// Only this partition's entries count (extensions on).
     pub partition: Option<u32>,
+    /// nsqlookupd HTTP addresses. With them (and partitions) a partition's own calls go to the
+    /// nsqd lookupd names for it, which need not be among the configured ones.
+    pub lookupd: Vec<String>,
+}
+
+/// The nsqd that holds the configured partition of a topic, as lookupd names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Node {
+    /// `host:port` of its TCP protocol.
+    pub tcp: String,
+    /// `host:port` of its HTTP API.
+    pub http: String,
+}
+
+/// A partition's figures from one `/stats` reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PartitionStats {
+    /// Messages ever written: the next count index.
+    count: u64,
+    /// The end offset: where the next message will be written.
+    end: u64,
+}
+
+/// The JSON of a reply, unwrapped from `{"status_code","data"}` when an older server wraps it.
+fn json_reply(addr: &str, what: &str, body: &[u8]) -> Result<Value> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| Error::backend(BACKEND, format!("{addr} {what}: {e}")))?;
+    Ok(match value.get("data") {
+        Some(data) if value.get("status_code").is_some() => data.clone(),
+        _ => value,
+    })
 }
 
 /// One channel as `/stats` reports it, summed over the nsqds.
@@ -43,6 +80,57 @@ impl Admin {
         }
     }
 
+    /// Whether a partition's calls find its nsqd through lookupd.
+    pub(crate) fn locates(&self) -> bool {
+        self.partition.is_some() && !self.lookupd.is_empty()
+    }
+
+    /// Asks the lookupds in turn (the first that answers counts) for the nsqd holding the
+    /// configured partition of `topic`. A partition nobody lists yet is a transient error:
+    /// nsqd registers a new topic with lookupd a moment after creating it.
+    pub(crate) async fn locate(&self, topic: &str) -> Result<Node> {
+        let Some(partition) = self.partition.filter(|_| !self.lookupd.is_empty()) else {
+            return Err(Error::Unsupported {
+                backend: BACKEND,
+                what: "locating a partition without lookupd and extensions = partitions",
+            });
+        };
+        let mut last = None;
+        for addr in &self.lookupd {
+            match lookup::lookup(addr, topic, TIMEOUT).await {
+                Ok(endpoints) => {
+                    return endpoints
+                        .into_iter()
+                        .find(|e| e.partition == Some(partition))
+                        .map(|e| Node {
+                            tcp: e.tcp,
+                            http: e.http,
+                        })
+                        .ok_or_else(|| {
+                            Error::transient(
+                                BACKEND,
+                                format!(
+                                    "lookupd {addr} lists no nsqd for partition {partition} of {topic} (yet)"
+                                ),
+                            )
+                        });
+                }
+                Err(e) => last = Some(map_err(e)),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::transient(BACKEND, "no lookupd answered")))
+    }
+
+    /// The HTTP addresses to ask about the configured partition of `topic`: the one lookupd
+    /// names, or else the configured ones.
+    pub(crate) async fn partition_http(&self, topic: &str) -> Result<Vec<String>> {
+        if self.locates() {
+            Ok(vec![self.locate(topic).await?.http])
+        } else {
+            Ok(self.http.clone())
+        }
+    }
+
     async fn call(
         &self,
         addr: &str,
@@ -55,10 +143,16 @@ impl Admin {
             .map_err(map_err)
     }
 
-    /// Topic entries of `/stats` (only the configured partition's, with extensions).
+    /// Topic entries of `/stats` of the configured nsqds (only the configured partition's,
+    /// with extensions).
     async fn topics(&self, topic: Option<&str>) -> Result<Vec<Value>> {
+        self.topics_at(&self.http, topic).await
+    }
+
+    /// Topic entries of `/stats` of the nsqds at `addrs`.
+    async fn topics_at(&self, addrs: &[String], topic: Option<&str>) -> Result<Vec<Value>> {
         let mut out = Vec::new();
-        for addr in &self.http {
+        for addr in addrs {
             let target = match topic {
                 Some(t) => format!("/stats?format=json&topic={}", http::query_value(t)),
                 None => "/stats?format=json".to_string(),
@@ -70,13 +164,7 @@ impl Admin {
                     format!("{addr} /stats answered {status}"),
                 ));
             }
-            let stats: Value = serde_json::from_slice(&body)
-                .map_err(|e| Error::backend(BACKEND, format!("{addr} /stats: {e}")))?;
-            let stats = if stats.get("data").is_some() {
-                stats["data"].clone()
-            } else {
-                stats
-            };
+            let stats = json_reply(addr, "/stats", &body)?;
             for entry in stats["topics"].as_array().cloned().unwrap_or_default() {
                 let partition = entry["topic_partition"]
                     .as_str()
@@ -193,8 +281,19 @@ impl Admin {
         channel: &str,
     ) -> Result<Option<(u64, u64, u64)>> {
         self.require("reading channel depth without nsqd_http")?;
+        self.channel_counts_at(&self.http, topic, channel).await
+    }
+
+    /// [`Admin::channel_counts`] asking the nsqds at `addrs` (a reader asks the one it reads
+    /// from).
+    pub(crate) async fn channel_counts_at(
+        &self,
+        addrs: &[String],
+        topic: &str,
+        channel: &str,
+    ) -> Result<Option<(u64, u64, u64)>> {
         let mut found = None;
-        for entry in self.topics(Some(topic)).await? {
+        for entry in self.topics_at(addrs, Some(topic)).await? {
             if entry["topic_name"] != topic {
                 continue;
             }
@@ -210,6 +309,162 @@ impl Admin {
             }
         }
         Ok(found)
+    }
+
+    /// The newest message of the configured partition of `topic`, `None` when it holds none.
+    ///
+    /// nsqd has no call for "the last offset", but the fork's `/stats` counts the messages
+    /// ever written (`message_count`, the next count index) and reports the end offset
+    /// (`backend_depth`), and `/message/get?search_mode=count` returns a message's own offset
+    /// by its count index. So the newest is count `message_count - 1`, at the offset
+    /// `/message/get` gives, and its raw size is the end minus that offset.
+    ///
+    /// That holds only if count and end describe the same moment, and nsqd reads the two
+    /// figures one after the other: a publish in between pairs a count with the end after the
+    /// next message (a raw size spanning two messages), or the end before it with the count
+    /// after it (the newest then starts at the end). So `/stats` is read again after
+    /// `/message/get`, and a round counts only if the count did not move and the offset lies
+    /// below the end; otherwise it repeats from the newer figures.
+    pub(crate) async fn latest(&self, topic: &str) -> Result<Option<Position>> {
+        let Some(partition) = self.partition else {
+            return Err(Error::Unsupported {
+                backend: BACKEND,
+                what: "latest message id without extensions = partitions",
+            });
+        };
+        let addrs = self.partition_http(topic).await?;
+        let mut holder = None;
+        for addr in &addrs {
+            if let Some(stats) = self.partition_stats(addr, topic, partition).await? {
+                holder = Some((addr.as_str(), stats));
+                break;
+            }
+        }
+        let Some((addr, mut before)) = holder else {
+            return Err(Error::UnknownChannel {
+                channel: topic.to_string(),
+            });
+        };
+        for _ in 0..LATEST_ATTEMPTS {
+            if before.count == 0 {
+                return Ok(None);
+            }
+            let last = before.count - 1;
+            let found = self.message_at_count(addr, topic, partition, last).await?;
+            let after = self
+                .partition_stats(addr, topic, partition)
+                .await?
+                .ok_or_else(|| Error::UnknownChannel {
+                    channel: topic.to_string(),
+                })?;
+            if after.count == before.count {
+                if let Some(offset) = found.filter(|offset| *offset < before.end) {
+                    let raw_size = u32::try_from(before.end - offset).map_err(|_| {
+                        Error::backend(
+                            BACKEND,
+                            format!(
+                                "{addr}: message {last} of {topic} at offset {offset} would be {} bytes long",
+                                before.end - offset
+                            ),
+                        )
+                    })?;
+                    return Ok(Some(Position {
+                        partition,
+                        offset,
+                        raw_size,
+                    }));
+                }
+            }
+            // Moved (or the figures were read across a write): again, from the new snapshot.
+            before = after;
+            tokio::task::yield_now().await;
+        }
+        Err(Error::transient(
+            BACKEND,
+            format!(
+                "{addr}: partition {partition} of {topic} kept growing while its newest message was read"
+            ),
+        ))
+    }
+
+    /// `message_count` and `backend_depth` of one partition in one `/stats` reply of `addr`,
+    /// `None` when that nsqd does not hold it.
+    async fn partition_stats(
+        &self,
+        addr: &str,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Option<PartitionStats>> {
+        let target = format!("/stats?format=json&topic={}", http::query_value(topic));
+        let (status, body) = self.call(addr, "GET", &target, b"").await?;
+        if status != 200 {
+            return Err(Error::transient(
+                BACKEND,
+                format!("{addr} /stats answered {status}"),
+            ));
+        }
+        let stats = json_reply(addr, "/stats", &body)?;
+        let wanted = partition.to_string();
+        let entry = stats["topics"].as_array().and_then(|topics| {
+            topics.iter().find(|t| {
+                t["topic_name"] == topic && t["topic_partition"].as_str() == Some(wanted.as_str())
+            })
+        });
+        let Some(entry) = entry else {
+            return Ok(None);
+        };
+        match (entry["message_count"].as_u64(), entry["backend_depth"].as_u64()) {
+            (Some(count), Some(end)) => Ok(Some(PartitionStats { count, end })),
+            _ => Err(Error::backend(
+                BACKEND,
+                format!(
+                    "{addr} /stats reports no message_count and backend_depth for partition {partition} of {topic}"
+                ),
+            )),
+        }
+    }
+
+    /// The offset of the message with count index `count`, from the fork's `/message/get`;
+    /// `None` when nothing is there (404).
+    async fn message_at_count(
+        &self,
+        addr: &str,
+        topic: &str,
+        partition: u32,
+        count: u64,
+    ) -> Result<Option<u64>> {
+        let target = format!(
+            "/message/get?topic={}&partition={partition}&search_mode=count&search_pos={count}",
+            http::query_value(topic)
+        );
+        let (status, body) = self.call(addr, "GET", &target, b"").await?;
+        match status {
+            200 => {}
+            404 => return Ok(None),
+            other => {
+                return Err(Error::backend(
+                    BACKEND,
+                    format!(
+                        "{addr} /message/get answered {other}: {}",
+                        String::from_utf8_lossy(&body)
+                    ),
+                ))
+            }
+        }
+        let message = json_reply(addr, "/message/get", &body)?;
+        let offset = message["offset"].as_u64().ok_or_else(|| {
+            Error::backend(
+                BACKEND,
+                format!("{addr} /message/get: no offset in {message}"),
+            )
+        })?;
+        match message["queue_cnt_index"].as_u64() {
+            Some(index) if index != count => Err(Error::backend(
+                BACKEND,
+                format!("{addr} /message/get asked for count {count} returned count {index}"),
+            )),
+            _ => Ok(Some(offset)),
+        }
     }
 
     /// POSTs `path?query` to every nsqd; 404 (already gone) counts as done.
@@ -288,5 +543,180 @@ impl Admin {
             b"",
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An HTTP server answering each request with the next scripted `(path prefix, status,
+    /// body)`; a request that does not match the script's next entry fails the test.
+    async fn scripted(script: Vec<(&'static str, u16, String)>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        break;
+                    }
+                    head.push(byte[0]);
+                }
+                let line = String::from_utf8_lossy(&head).into_owned();
+                let target = line.split(' ').nth(1).unwrap_or_default().to_string();
+                let next = script.lock().expect("script").pop_front();
+                let (prefix, status, body) = next.expect("a scripted reply left");
+                assert!(target.starts_with(prefix), "{target} instead of {prefix}");
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    fn admin(addr: String) -> Admin {
+        Admin {
+            http: vec![addr],
+            partition: Some(1),
+            lookupd: Vec::new(),
+        }
+    }
+
+    fn stats(count: u64, end: u64) -> (&'static str, u16, String) {
+        let body = serde_json::json!({"topics": [
+            {"topic_name": "t", "topic_partition": "0", "message_count": 99, "backend_depth": 9999},
+            {"topic_name": "t", "topic_partition": "1", "message_count": count, "backend_depth": end},
+        ]});
+        ("/stats", 200, body.to_string())
+    }
+
+    fn get(offset: u64, index: u64) -> (&'static str, u16, String) {
+        let body = serde_json::json!({"id": 7, "trace_id": 0, "body": "b", "timestamp": 1,
+            "attempts": 0, "offset": offset, "queue_cnt_index": index, "ext": ""});
+        ("/message/get", 200, body.to_string())
+    }
+
+    #[tokio::test]
+    async fn latest_retries_rounds_a_publish_raced_through() {
+        let addr = scripted(vec![
+            // Count 2 read, then a publish, then the end after three messages: the count moved
+            // by the second read.
+            stats(2, 105),
+            get(33, 1),
+            stats(3, 105),
+            // A publish between the get and the second read.
+            get(70, 2),
+            stats(4, 105),
+            // The end read before that publish and the count after it: the newest starts at
+            // the end.
+            get(105, 3),
+            stats(4, 140),
+            // Settled.
+            get(105, 3),
+            stats(4, 140),
+        ])
+        .await;
+        let latest = admin(addr).latest("t").await.expect("latest");
+        assert_eq!(
+            latest,
+            Some(Position {
+                partition: 1,
+                offset: 105,
+                raw_size: 35
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn latest_of_an_empty_or_missing_partition() {
+        let empty = scripted(vec![stats(0, 0)]).await;
+        assert_eq!(admin(empty).latest("t").await.expect("latest"), None);
+        let other = scripted(vec![(
+            "/stats",
+            200,
+            r#"{"topics":[{"topic_name":"t","topic_partition":"0","message_count":1,"backend_depth":33}]}"#.into(),
+        )])
+        .await;
+        assert!(matches!(
+            admin(other).latest("t").await,
+            Err(Error::UnknownChannel { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn bad_replies_are_typed_errors() {
+        let cases: Vec<Vec<(&'static str, u16, String)>> = vec![
+            vec![("/stats", 200, "not json".into())],
+            vec![("/stats", 500, "boom".into())],
+            vec![(
+                "/stats",
+                200,
+                r#"{"topics":[{"topic_name":"t","topic_partition":"1"}]}"#.into(),
+            )],
+            vec![stats(1, 33), ("/message/get", 200, "{".into())],
+            vec![stats(1, 33), ("/message/get", 200, r#"{"id":1}"#.into())],
+            vec![
+                stats(1, 33),
+                ("/message/get", 400, r#"{"message":"x"}"#.into()),
+            ],
+            vec![stats(1, 33), get(0, 5)],
+            vec![stats(1, u64::MAX), get(0, 0), stats(1, u64::MAX)],
+        ];
+        for script in cases {
+            let what = format!("{script:?}");
+            let result = admin(scripted(script).await).latest("t").await;
+            assert!(
+                matches!(result, Err(Error::Backend { .. })),
+                "{what}: {result:?}"
+            );
+        }
+        let wrapped = scripted(vec![
+            (
+                "/stats",
+                200,
+                format!(
+                    r#"{{"status_code":200,"status_txt":"OK","data":{}}}"#,
+                    stats(1, 33).2
+                ),
+            ),
+            get(0, 0),
+            stats(1, 33),
+        ])
+        .await;
+        assert_eq!(
+            admin(wrapped).latest("t").await.expect("wrapped /stats"),
+            Some(Position {
+                partition: 1,
+                offset: 0,
+                raw_size: 33
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_partition_that_keeps_growing_is_a_transient_error() {
+        // Each round: `/message/get`, then a `/stats` that has moved on (opening the next).
+        let mut ordered = vec![stats(1, 33)];
+        for round in 0..LATEST_ATTEMPTS as u64 {
+            ordered.push(get(33 * round, round));
+            ordered.push(stats(round + 2, 33 * (round + 2)));
+        }
+        let result = admin(scripted(ordered).await).latest("t").await;
+        assert!(
+            result.as_ref().is_err_and(Error::is_transient),
+            "{result:?}"
+        );
     }
 }

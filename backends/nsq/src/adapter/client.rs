@@ -52,6 +52,27 @@ impl Shared {
         (self.config.extensions == Extensions::Partitions).then_some(self.config.partition)
     }
 
+    /// What this configuration can do. Seek and the latest id need the partition's offsets and
+    /// nsqd's HTTP API (`nsqd_http`); a reader needs the offsets and the HTTP API of the nsqd
+    /// holding the partition, which lookupd can name instead of `nsqd_http`.
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        let admin = self.admin.available();
+        let partitions = self.partition().is_some();
+        let mut caps = Capabilities::ALL;
+        caps.seek = partitions && admin;
+        caps.readers = partitions && (admin || self.admin.locates());
+        caps.latest_id = partitions && admin;
+        caps.durable_subscriptions = true;
+        caps.delete_subscriptions = admin;
+        caps.delete_topics = admin;
+        caps.ordering = if partitions {
+            Order::Strict
+        } else {
+            Order::BestEffort
+        };
+        caps
+    }
+
     /// Frees a subscription slot (consumer closed or dropped).
     pub(crate) fn release(&self, topic: &str, subscription: &str) {
         lock(&self.live).remove(&(topic.to_string(), subscription.to_string()));
@@ -158,6 +179,7 @@ impl NsqClient {
         let admin = Admin {
             http: config.nsqd_http.clone(),
             partition: (config.extensions == Extensions::Partitions).then_some(config.partition),
+            lookupd: config.lookupd.clone(),
         };
         Ok(NsqClient {
             shared: Arc::new(Shared {
@@ -272,7 +294,7 @@ impl Client for NsqClient {
         if !self.capabilities().readers {
             return Err(Error::Unsupported {
                 backend: BACKEND,
-                what: "readers (need extensions = partitions, nsqd_http and no lookupd)",
+                what: "readers (need extensions = partitions, and nsqd_http or lookupd)",
             });
         }
         self.shared.ensure_topic(&options.topic).await?;
@@ -311,21 +333,7 @@ impl Client for NsqClient {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let admin = self.shared.admin.available();
-        let partitions = self.shared.partition().is_some();
-        let mut caps = Capabilities::ALL;
-        caps.seek = partitions && admin;
-        caps.readers = partitions && admin && self.shared.config.lookupd.is_empty();
-        caps.latest_id = false;
-        caps.durable_subscriptions = true;
-        caps.delete_subscriptions = admin;
-        caps.delete_topics = admin;
-        caps.ordering = if partitions {
-            Order::Strict
-        } else {
-            Order::BestEffort
-        };
-        caps
+        self.shared.capabilities()
     }
 
     async fn list_topics(&self) -> Result<Vec<String>> {

@@ -321,11 +321,18 @@ impl Consumer for NsqConsumer {
         Ok(())
     }
 
+    /// From the fork's `/stats` and `/message/get` (see `Admin::latest`); the id is the one
+    /// this consumer receives for that message, so a seek to it is exact.
     async fn latest_message_id(&self) -> Result<Option<MessageId>> {
-        Err(Error::Unsupported {
-            backend: BACKEND,
-            what: "latest message id (nsqd does not report a partition's last offset)",
-        })
+        self.shared.check_open()?;
+        if !self.shared.capabilities().latest_id {
+            return Err(Error::Unsupported {
+                backend: BACKEND,
+                what: "latest message id (needs extensions = partitions and nsqd_http)",
+            });
+        }
+        let latest = self.shared.admin.latest(&self.topic).await?;
+        Ok(latest.map(Position::id))
     }
 
     async fn close(&mut self) {

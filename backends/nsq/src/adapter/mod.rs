@@ -12,8 +12,14 @@
 //! without the magic (published by a foreign client) is delivered as payload with no
 //! properties.
 //!
-//! **Readers** (partitions, `nsqd_http`, no lookupd) are ephemeral channels started at an
-//! offset. **Latest id** is unsupported: nsqd reports no partition end offset.
+//! **Readers** (partitions, and `nsqd_http` or lookupd) are ephemeral channels started at an
+//! offset; with lookupd they dial the nsqd lookupd names for the partition, TCP and HTTP.
+//!
+//! **Latest id** (partitions, `nsqd_http`): nsqd has no call for a partition's last offset, so
+//! it is pieced together from the fork's HTTP API: `/stats` gives the partition's message count
+//! and end offset, `/message/get?search_mode=count` the newest message's own offset, and the
+//! raw size is the end minus that offset, re-read until no publish raced the calls. The result
+//! is exactly the id a consumer receives for that message.
 //!
 //! **Exclusive subscriptions** are enforced per client: NSQ shares a channel's messages among
 //! all its consumers, and cannot tell two processes apart.

@@ -2,6 +2,11 @@
 //! an offset, which nsqd deletes when the reader disconnects. Each read message is FINed at
 //! once; a seek opens a new ephemeral channel, so nothing of the old one can leak into it.
 //!
+//! With lookupd configured, each start (open or seek) asks lookupd which nsqd holds the
+//! partition and reads from that nsqd's TCP and HTTP addresses directly: the channel's offset is
+//! set and the subscription made before `open` returns, and `has_next` asks that same nsqd. A
+//! partition that moves meanwhile is found again by the next seek.
+//!
 //! `has_next` asks nsqd's `/stats` for the channel's depth: a message is available if one is
 //! buffered here or the channel still holds one. While messages are in flight between server
 //! and reader (delivered but not yet here, or FINed but not yet processed) the answer waits for
@@ -30,6 +35,8 @@ pub(crate) struct NsqReader {
     topic_arc: Arc<str>,
     channel: String,
     partition: u32,
+    /// The HTTP addresses `has_next` asks: the nsqd lookupd named, or the configured ones.
+    http: Vec<String>,
     inner: Option<NsqPush>,
     peeked: Option<NsqMessage>,
 }
@@ -58,6 +65,7 @@ impl NsqReader {
             topic_arc: Arc::from(topic),
             channel: String::new(),
             partition,
+            http: Vec::new(),
             inner: None,
             peeked: None,
         };
@@ -80,11 +88,23 @@ impl NsqReader {
         };
         self.stop().await;
         self.channel = channel_name();
-        let config = self.shared.consumer_config(
+        let mut config = self.shared.consumer_config(
             &self.topic,
             &self.channel,
             Some(ConsumeOffset::VirtualQueue(offset)),
         );
+        let admin = &self.shared.admin;
+        self.http = if admin.locates() {
+            // Dial the partition's nsqd as if configured: the start is then in place when
+            // this returns, where a lookupd-driven consumer would subscribe in the background.
+            let node = admin.locate(&self.topic).await?;
+            config.nsqd = vec![node.tcp];
+            config.nsqd_http = vec![node.http.clone()];
+            config.lookupd = Vec::new();
+            vec![node.http]
+        } else {
+            admin.http.clone()
+        };
         self.inner = Some(NsqPush::connect(config).await.map_err(map_err)?);
         Ok(())
     }
@@ -154,7 +174,7 @@ impl Reader for NsqReader {
             let counts = self
                 .shared
                 .admin
-                .channel_counts(&self.topic, &self.channel)
+                .channel_counts_at(&self.http, &self.topic, &self.channel)
                 .await?;
             match counts {
                 Some((depth, _, _)) if depth > 0 => return Ok(true),

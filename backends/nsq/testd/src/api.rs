@@ -1,5 +1,6 @@
 //! nsqd's HTTP API: `/ping`, `/info`, `/pub`, `/mpub`, `/stats`, topic and channel
-//! create/delete, with nsqd's error codes.
+//! create/delete, with nsqd's error codes; with the extensions also the fork's
+//! `/channel/setoffset` and `/message/get`.
 
 use std::sync::Arc;
 
@@ -40,6 +41,12 @@ impl Handler for Nsqd {
             ("/topic/empty", true) => self.topic(&req, Admin::Empty),
             ("/channel/setoffset", true) if self.0.options.extensions.partitions() => {
                 self.set_offset(&req)
+            }
+            ("/message/get", false) if self.0.options.extensions.partitions() => {
+                self.message_get(&req)
+            }
+            ("/message/get", true) if self.0.options.extensions.partitions() => {
+                Response::error(405, "METHOD_NOT_ALLOWED")
             }
             (
                 "/pub" | "/mpub" | "/topic/create" | "/topic/delete" | "/channel/create"
@@ -205,6 +212,78 @@ impl Nsqd {
             part.channel(&channel);
         }
         Response::text("OK")
+    }
+
+    /// The fork's `GET /message/get?topic=&partition=&search_mode=&search_pos=`
+    /// (nsqdserver/http.go `doMessageGet`): one stored message found by `count` (its absolute
+    /// count index, as `/stats` `message_count` counts), `virtual_offset` (the message whose
+    /// bytes cover that offset) or `id` (the message id, the partition being taken from the
+    /// id's bits 50..60 and `partition` ignored). Checked in the server's order: `search_pos`
+    /// must parse (400), then `partition` unless searching by id (400), then the mode (400);
+    /// nothing there is 404.
+    fn message_get(&self, req: &Request) -> Response {
+        let pos_text = req.query.get("search_pos").map_or("", String::as_str);
+        let Ok(pos) = pos_text.parse::<i64>() else {
+            return Response::error(
+                400,
+                &format!("strconv.ParseInt: parsing {pos_text:?}: invalid syntax"),
+            );
+        };
+        let mode = req.query.get("search_mode").map_or("", String::as_str);
+        let partition = if mode == "id" {
+            // consistence.GetPartitionFromMsgID: the partition sits above bit 50.
+            ((pos as u64) >> 50 & 1023) as u32
+        } else {
+            let text = req.query.get("partition").map_or("", String::as_str);
+            match text.parse::<u32>() {
+                Ok(p) => p,
+                Err(_) => {
+                    return Response::error(
+                        400,
+                        &format!("strconv.Atoi: parsing {text:?}: invalid syntax"),
+                    )
+                }
+            }
+        };
+        if !matches!(mode, "count" | "id" | "virtual_offset") {
+            return Response::error(400, "search mode should be one of id/count/virtual_offset");
+        }
+        let topic = req.query.get("topic").cloned().unwrap_or_default();
+        let mut store = self.0.store();
+        let Some(part) = store.partition(&topic, partition) else {
+            return Response::error(404, "topic not found");
+        };
+        let index = match mode {
+            "count" => usize::try_from(pos).ok().filter(|i| *i < part.log.len()),
+            "virtual_offset" => u64::try_from(pos).ok().and_then(|offset| {
+                let i = part
+                    .log
+                    .partition_point(|m| m.offset + u64::from(m.raw_size) <= offset);
+                (i < part.log.len()).then_some(i)
+            }),
+            _ => part
+                .log
+                .iter()
+                .position(|m| m.id[..8] == (pos as u64).to_be_bytes()),
+        };
+        let Some(index) = index else {
+            return Response::error(404, &format!("search {mode}:{pos}: not found in the log"));
+        };
+        let stored = &part.log[index];
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&stored.id[..8]);
+        let mut trace = [0u8; 8];
+        trace.copy_from_slice(&stored.id[8..]);
+        Response::json(&json!({
+            "id": u64::from_be_bytes(id),
+            "trace_id": u64::from_be_bytes(trace),
+            "body": String::from_utf8_lossy(&stored.body),
+            "timestamp": stored.timestamp,
+            "attempts": 0,
+            "offset": stored.offset,
+            "queue_cnt_index": index,
+            "ext": "",
+        }))
     }
 
     fn channel(&self, req: &Request, action: Admin) -> Response {
@@ -378,6 +457,8 @@ fn stats(shared: &Shared, req: &Request) -> Value {
                 "channels": channels,
                 "depth": depth,
                 "backend_depth": 0,
+                // Every message ever written to the partition: the next count index of
+                // `/message/get?search_mode=count`.
                 "message_count": part.log.len(),
                 "paused": false,
             });

@@ -6,7 +6,9 @@
 //! them close the connection, RDY never exceeded) and, with [`Extensions::Partitions`], the
 //! Youzan extensions (partitions, `PUB_TRACE`, `SUB_ORDERED`, `SUB_ADVANCED` with consume
 //! offsets, binary ids, offset/raw-size framing). The HTTP side serves `/ping`, `/info`,
-//! `/pub`, `/mpub`, `/stats`, topic and channel create/delete; [`TestLookupd`] serves
+//! `/pub`, `/mpub`, `/stats`, topic and channel create/delete (and, with the extensions,
+//! `/channel/setoffset` and `/message/get`, whose count index agrees with `/stats`
+//! `message_count`); [`TestLookupd`] serves
 //! `/lookup` with the partition map over several servers.
 //!
 //! It is never more lenient than the real servers: what they refuse, it refuses with the same
