@@ -15,22 +15,10 @@ mod rocketmq {
     msgstream::contract_tests!(crate::harness::rocketmq);
 }
 
-/// Every check but `seek_outside_the_channel`: it wants `PastEnd` for an offset beyond a
-/// partition's end, and nsqd reports no partition end offset to check against (a seek there
-/// waits for that offset instead).
+/// Every check: a partition's end offset (`/stats` `backend_depth`) bounds seeks and readers.
 #[cfg(feature = "nsq")]
 mod nsq_partitions {
-    msgstream::contract_tests!(@each crate::harness::nsq_partitions;
-        produce_consume_in_order, ack_and_redelivery, earliest_and_latest,
-        seek_inclusive_and_exclusive, readers, latest_message_id, bad_inputs,
-        plain_stream_two_channels, marks_and_broadcast, plain_seek_to_stored_position,
-        plain_latest_subscription, stream_bad_inputs, trace_context_round_trip,
-        tt_issue_sequence_and_replays, tt_different_tick_timestamps, tt_three_channels_aligned,
-        tt_replay_determinism, tt_reports_garbage, exclusive_subscriptions,
-        delete_subscription_and_topic, repeated_channel_names, plain_commit_semantics,
-        tt_commit_semantics, tt_caps_a_channel_without_ticks, stream_ends_when_a_decoder_panics,
-        stream_interface_extras, plain_positions_carry_begin_ts,
-    );
+    msgstream::contract_tests!(crate::harness::nsq_partitions);
 }
 
 /// Every check but three that need a *new* subscription to see messages published before it

@@ -387,6 +387,47 @@ impl Admin {
         ))
     }
 
+    /// Refuses a seek or reader start beyond what the configured partition of `topic` holds,
+    /// as every backend does (`Error::PastEnd`): nsqd would otherwise park the subscription at
+    /// an offset it has not written yet, and hand it nothing until the partition grew past
+    /// it, silently skipping every message written before. `start` is the offset the
+    /// subscription would start at; an inclusive start must name a written message (below the
+    /// end), an exclusive one may be the end itself. Offset 0, the earliest id, is always valid.
+    pub(crate) async fn check_start(
+        &self,
+        topic: &str,
+        id: &msgstream::mq::MessageId,
+        start: u64,
+        inclusive: bool,
+    ) -> Result<()> {
+        let Some(partition) = self.partition else {
+            return Ok(());
+        };
+        if start == 0 {
+            return Ok(());
+        }
+        let mut end = None;
+        for addr in &self.partition_http(topic).await? {
+            if let Some(stats) = self.partition_stats(addr, topic, partition).await? {
+                end = Some(stats.end);
+                break;
+            }
+        }
+        let end = end.ok_or_else(|| Error::UnknownChannel {
+            channel: topic.to_string(),
+        })?;
+        let past = if inclusive { start >= end } else { start > end };
+        if !past {
+            return Ok(());
+        }
+        let latest = self.latest(topic).await.ok().flatten().map(Position::id);
+        Err(Error::PastEnd {
+            channel: topic.to_string(),
+            id: id.clone(),
+            latest,
+        })
+    }
+
     /// `message_count` and `backend_depth` of one partition in one `/stats` reply of `addr`,
     /// `None` when that nsqd does not hold it.
     async fn partition_stats(

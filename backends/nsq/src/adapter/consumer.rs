@@ -305,6 +305,10 @@ impl Consumer for NsqConsumer {
         } else {
             position.offset + u64::from(position.raw_size)
         };
+        self.shared
+            .admin
+            .check_start(&self.topic, id, offset, inclusive)
+            .await?;
         self.shut().await;
         self.shared
             .admin

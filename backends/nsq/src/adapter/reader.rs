@@ -86,6 +86,10 @@ impl NsqReader {
         } else {
             position.offset + u64::from(position.raw_size)
         };
+        self.shared
+            .admin
+            .check_start(&self.topic, id, offset, inclusive)
+            .await?;
         self.stop().await;
         self.channel = channel_name();
         let mut config = self.shared.consumer_config(
