@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 # RocketMQ name server and broker for the rocketmq tests: built once per machine into
-# /var/cache/msgstream/rocketmq (about 14 minutes cold), reused after that.
+# /var/cache/msgstream/rocketmq (debug: about 490 s of CPU, 8-16 min cold), reused after that.
 scripts/install-rocketmq.sh >/dev/null
 cargo build --workspace --examples
 for example in quickstart timetick seek_after_restart two_backends; do
