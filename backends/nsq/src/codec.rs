@@ -157,6 +157,36 @@ fn line(buf: &mut BytesMut, words: &[&[u8]]) {
     buf.put_u8(b'\n');
 }
 
+/// Appends `n` in decimal. Commands sent per message (REQ's delay, a publish's partition) are
+/// encoded without the `String` that `to_string` would allocate and free each time.
+fn put_decimal(buf: &mut BytesMut, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.put_slice(&digits[start..]);
+}
+
+/// `NAME id[ delay]\n` for FIN, REQ and TOUCH, the commands sent once per message, with one
+/// reservation for the whole line instead of the word-by-word [`line`]; `name` ends in its
+/// space.
+fn id_line(buf: &mut BytesMut, name: &[u8], id: &MsgId, delay_ms: Option<u64>) {
+    buf.reserve(name.len() + id.0.len() + 22);
+    buf.put_slice(name);
+    buf.put_slice(&id.0);
+    if let Some(delay) = delay_ms {
+        buf.put_u8(b' ');
+        put_decimal(buf, delay);
+    }
+    buf.put_u8(b'\n');
+}
+
 fn sized_body(buf: &mut BytesMut, body: &[u8]) {
     buf.put_u32(body.len() as u32);
     buf.put_slice(body);
@@ -234,6 +264,9 @@ impl Command<'_> {
                 partition,
                 body,
             } => {
+                // One reservation for the whole command: line (name, topic, a partition of at
+                // most 10 digits, separators), size and body.
+                buf.reserve(4 + topic.len() + 12 + 4 + body.len());
                 publish_line(buf, b"PUB", topic, partition);
                 sized_body(buf, body);
             }
@@ -255,8 +288,11 @@ impl Command<'_> {
                 defer_ms,
                 body,
             } => {
-                let defer = defer_ms.to_string();
-                line(buf, &[b"DPUB", topic.as_bytes(), defer.as_bytes()]);
+                buf.put_slice(b"DPUB ");
+                buf.put_slice(topic.as_bytes());
+                buf.put_u8(b' ');
+                put_decimal(buf, defer_ms);
+                buf.put_u8(b'\n');
                 sized_body(buf, body);
             }
             Command::PubTrace {
@@ -270,23 +306,31 @@ impl Command<'_> {
                 buf.put_u64(trace_id);
                 buf.put_slice(body);
             }
-            Command::Rdy(count) => line(buf, &[b"RDY", count.to_string().as_bytes()]),
-            Command::Fin(id) => line(buf, &[b"FIN", &id.0]),
-            Command::Req(id, delay_ms) => {
-                line(buf, &[b"REQ", &id.0, delay_ms.to_string().as_bytes()])
+            Command::Rdy(count) => {
+                buf.put_slice(b"RDY ");
+                put_decimal(buf, u64::from(count));
+                buf.put_u8(b'\n');
             }
-            Command::Touch(id) => line(buf, &[b"TOUCH", &id.0]),
+            Command::Fin(id) => id_line(buf, b"FIN ", id, None),
+            Command::Req(id, delay_ms) => id_line(buf, b"REQ ", id, Some(delay_ms)),
+            Command::Touch(id) => id_line(buf, b"TOUCH ", id, None),
             Command::Cls => line(buf, &[b"CLS"]),
             Command::Nop => line(buf, &[b"NOP"]),
         }
     }
 }
 
+/// `NAME topic[ partition]\n`, the line of every publish: written directly (no word list, no
+/// `String` for the partition).
 fn publish_line(buf: &mut BytesMut, name: &[u8], topic: &str, partition: Option<u32>) {
-    match partition {
-        Some(p) => line(buf, &[name, topic.as_bytes(), p.to_string().as_bytes()]),
-        None => line(buf, &[name, topic.as_bytes()]),
+    buf.put_slice(name);
+    buf.put_u8(b' ');
+    buf.put_slice(topic.as_bytes());
+    if let Some(p) = partition {
+        buf.put_u8(b' ');
+        put_decimal(buf, u64::from(p));
     }
+    buf.put_u8(b'\n');
 }
 
 /// An error frame: the code (first word) and the server's text.
@@ -484,6 +528,33 @@ mod tests {
         let touch = encode(Command::Touch(&id));
         assert_eq!(&touch[6..22], &id.0);
         assert_eq!(touch.len(), 23);
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        assert_eq!(encode(Command::Rdy(0)), b"RDY 0\n");
+        assert_eq!(encode(Command::Rdy(2500)), b"RDY 2500\n");
+        let id = MsgId([b'a'; 16]);
+        let mut want = b"REQ aaaaaaaaaaaaaaaa ".to_vec();
+        want.extend_from_slice(u64::MAX.to_string().as_bytes());
+        want.push(b'\n');
+        assert_eq!(encode(Command::Req(&id, u64::MAX)), want);
+        assert_eq!(
+            encode(Command::Dpub {
+                topic: "t",
+                defer_ms: 10,
+                body: b"x"
+            }),
+            b"DPUB t 10\n\0\0\0\x01x"
+        );
+        assert_eq!(
+            encode(Command::Pub {
+                topic: "t",
+                partition: Some(u32::MAX),
+                body: b"x"
+            }),
+            b"PUB t 4294967295\n\0\0\0\x01x"
+        );
     }
 
     #[test]

@@ -307,22 +307,33 @@ impl Drop for Writer {
 /// Most yields after the first while they keep gathering commands (see `write_loop`).
 const MORE_YIELDS: usize = 8;
 
+/// Yields in a row that gathered nothing after which the write task stops yielding (see
+/// `write_loop`).
+const SKIP_AFTER_MISSES: u32 = 4;
+
 async fn write_loop(addr: String, shared: Arc<WriteShared>, timeout: Duration) {
     // Two buffers taking turns: commands queue into one while the other is written.
     let mut batch = BytesMut::new();
-    // Whether the last yield let more commands join, and wake-ups counted for probing again.
-    let (mut yield_gathers, mut wakeups) = (true, 0u32);
+    // Wake-ups in a row whose yield gathered nothing, and wake-ups counted for probing again.
+    let (mut misses, mut wakeups) = (0u32, 0u32);
     let shutdown = loop {
         shared.wake.notified().await;
         wakeups = wakeups.wrapping_add(1);
-        // The yield costs a lone command a trip through the scheduler: after one that gathered
-        // nothing (commands come one at a time, e.g. FINs at max_in_flight 1) only every 8th
-        // wake-up tries again.
-        if yield_gathers || wakeups % 8 == 0 {
+        // The yield costs a lone command a trip through the scheduler: once yields keep
+        // gathering nothing (commands come one at a time, e.g. a lone publisher) only every
+        // 8th wake-up tries again. It takes several misses in a row: a burst's straggler (the
+        // last of 64 pipelined publishers, run late on the other worker) misses once per
+        // burst, and stopping at the first miss split the following bursts in two writes
+        // (1 + 63 PUBs) until the next probe.
+        if misses < SKIP_AFTER_MISSES || wakeups % 8 == 0 {
             let mut before = shared.lock().buf.len();
             tokio::task::yield_now().await;
             let mut queued = shared.lock().buf.len();
-            yield_gathers = queued > before;
+            misses = if queued > before {
+                0
+            } else {
+                misses.saturating_add(1)
+            };
             // Senders woken together run on both workers, so one yield can end before the
             // other worker's have queued: keep yielding while each yield still gathers
             // (bounded). Single PUBs from 64 callers took about a fifth fewer writes so.

@@ -13,7 +13,7 @@
 //! something: a backoff signal, or any answer while it backs off or stops ([`Shared::report`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -147,11 +147,10 @@ impl Shared {
             }
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
         }
+        source.writer.get_or_init(|| writer.clone());
         let message = Message {
             raw,
             source: source.clone(),
-            writer: writer.clone(),
-            shared: self.clone(),
             answered: AtomicBool::new(false),
             auto_response: AtomicBool::new(true),
         };
@@ -174,20 +173,38 @@ impl Shared {
 }
 
 /// One connection's side of its messages: where they came from and how many are unanswered.
-#[derive(Debug)]
+///
+/// It also carries what the connection's messages need to answer (the consumer's [`Shared`]
+/// and the connection's writer), so a message holds one reference instead of three: each is
+/// a reference count taken on the reader's thread and dropped on the application's, shared by
+/// every message of the connection.
 pub(crate) struct Source {
     pub origin: Origin,
     in_flight: AtomicU32,
     /// Nanoseconds since [`Shared::epoch`].
     last_active: AtomicU64,
+    shared: Arc<Shared>,
+    /// Set by the first delivery (the writer exists only once the connection does).
+    writer: OnceLock<Arc<Writer>>,
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("origin", &self.origin)
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Source {
-    pub(crate) fn new(origin: Origin) -> Source {
+    pub(crate) fn new(origin: Origin, shared: Arc<Shared>) -> Source {
         Source {
             origin,
             in_flight: AtomicU32::new(0),
             last_active: AtomicU64::new(0),
+            shared,
+            writer: OnceLock::new(),
         }
     }
 
@@ -201,8 +218,6 @@ impl Source {
 pub struct Message {
     raw: RawMessage,
     source: Arc<Source>,
-    writer: Arc<Writer>,
-    shared: Arc<Shared>,
     answered: AtomicBool,
     auto_response: AtomicBool,
 }
@@ -271,7 +286,7 @@ impl Message {
     /// Waits until this message's answer (and everything queued before it on its connection)
     /// is written to the socket: after that, the server gets it even if this process dies.
     pub async fn flush(&self) -> Result<()> {
-        self.writer
+        self.writer()?
             .flush()
             .await
             .map_err(|_| Error::Closed("the connection this message came from"))
@@ -296,7 +311,7 @@ impl Message {
 
     /// The automatic requeue delay: `default × attempts`, capped at the maximum.
     pub fn auto_delay(&self) -> Duration {
-        let config = &self.shared.config;
+        let config = &self.source.shared.config;
         config
             .default_requeue_delay
             .saturating_mul(u32::from(self.raw.attempts))
@@ -316,11 +331,19 @@ impl Message {
     /// (always the case at `max_in_flight` 1) is written at once, sparing the write task a
     /// wake-up.
     fn send(&self, command: Command<'_>) -> Result<()> {
-        if self.shared.counters.waiting.load(Ordering::SeqCst) == 0 {
-            self.writer.queue_now(command)
+        let writer = self.writer()?;
+        if self.source.shared.counters.waiting.load(Ordering::SeqCst) == 0 {
+            writer.queue_now(command)
         } else {
-            self.writer.queue(command)
+            writer.queue(command)
         }
+    }
+
+    fn writer(&self) -> Result<&Arc<Writer>> {
+        self.source
+            .writer
+            .get()
+            .ok_or(Error::Closed("the connection this message came from"))
     }
 
     /// Writes the answer and accounts for it: the in-flight count first, so the engine sees
@@ -333,7 +356,8 @@ impl Message {
             self.answered.store(false, Ordering::Release);
             return Err(Error::Closed("the connection this message came from"));
         }
-        let counters = &self.shared.counters;
+        let shared = &self.source.shared;
+        let counters = &shared.counters;
         let counter = if requeued {
             &counters.requeued
         } else {
@@ -341,9 +365,9 @@ impl Message {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if self.source.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.shared.touch(&self.source);
+            shared.touch(&self.source);
         }
-        self.shared.report(&self.source.origin, signal);
+        shared.report(&self.source.origin, signal);
         Ok(())
     }
 }

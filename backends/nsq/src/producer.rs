@@ -87,6 +87,11 @@ impl Link {
             (waiters.clone(), alive.clone(), addr.to_string());
         let conn = Conn::connect(addr, config, None, false, move |event, _: &Arc<_>| {
             let reply = match event {
+                // The frame is a slice of the read buffer: handing it to the publisher would
+                // drop its reference count on the publisher's thread, one contended atomic per
+                // publish on a count every reply of the read shares. The common `OK` is
+                // answered with a static copy and the slice dropped here.
+                Event::Response(data) if data.as_ref() == b"OK" => Ok(Bytes::from_static(b"OK")),
                 Event::Response(data) => Ok(data),
                 Event::Error(error) => {
                     if error.is_fatal() {
@@ -376,7 +381,11 @@ impl Producer {
             }
             let index = (start + i) % n;
             let addr = &self.config.nsqd[index];
-            let link = match self.link(index).await {
+            let link = match self.live(index) {
+                Some(link) => Ok(link),
+                None => self.connect(index).await,
+            };
+            let link = match link {
                 Ok(link) => link,
                 Err(e) => {
                     tracing::debug!(addr, "nsqd unavailable: {e}");
@@ -396,20 +405,23 @@ impl Producer {
         Err(last.unwrap_or_else(|| Error::NoServer("no nsqd configured".into())))
     }
 
-    /// The live connection to nsqd `index`, (re)connecting if it is missing or dead.
-    async fn link(&self, index: usize) -> Result<Arc<Link>> {
+    /// The live connection to nsqd `index`, if there is one: the path of every publish, kept
+    /// out of [`Producer::connect`] so it builds and drops no future of the connect path.
+    fn live(&self, index: usize) -> Option<Arc<Link>> {
+        let link = self.links[index]
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        link.as_ref()
+            .filter(|l| l.alive.load(Ordering::Acquire))
+            .cloned()
+    }
+
+    /// (Re)connects to nsqd `index`, unless a concurrent sender did while this one waited.
+    async fn connect(&self, index: usize) -> Result<Arc<Link>> {
         let slot = &self.links[index];
-        let live = |slot: &Slot| {
-            let link = slot.live.lock().unwrap_or_else(|p| p.into_inner());
-            link.as_ref()
-                .filter(|l| l.alive.load(Ordering::Acquire))
-                .cloned()
-        };
-        if let Some(link) = live(slot) {
-            return Ok(link);
-        }
         let _connecting = slot.connecting.lock().await;
-        if let Some(link) = live(slot) {
+        if let Some(link) = self.live(index) {
             return Ok(link);
         }
         let link = Arc::new(Link::open(&self.config.nsqd[index], &self.config.conn).await?);

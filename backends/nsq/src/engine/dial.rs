@@ -58,7 +58,7 @@ impl Dial {
                 offset: None,
             },
         };
-        let source = Arc::new(Source::new(origin.clone()));
+        let source = Arc::new(Source::new(origin.clone(), self.shared.clone()));
         let (tx, shared, out) = (self.tx.clone(), self.shared.clone(), self.out.clone());
         let sink_source = source.clone();
         let conn = Conn::connect(
