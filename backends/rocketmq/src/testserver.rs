@@ -158,6 +158,40 @@ fn wait_tcp(addr: &str, what: &str) {
     }
 }
 
+/// rocketmq-rust 1.0.0's store stops writing when its disk is this full, counting blocks
+/// reserved for root as used (`(total - available) / total`, not `df`'s percentage), and a broker
+/// that cannot write fails its startup; its own setting (`diskSpaceWarningLevelRatio`) is capped
+/// at 90 %.
+const DISK_FULL_RATIO: f64 = 0.90;
+
+/// Fails at once, saying why, when the brokers' store would be too full for them to start
+/// (instead of a broker that never listens or dies after registering). Needs `stat -f`;
+/// without it the brokers are left to find out.
+fn check_disk(run: &Path) {
+    let Ok(out) = Command::new("stat")
+        .args(["-f", "-c", "%b %a"])
+        .arg(run)
+        .output()
+    else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut blocks = text.split_whitespace().map(str::parse::<f64>);
+    let (Some(Ok(total)), Some(Ok(available))) = (blocks.next(), blocks.next()) else {
+        return;
+    };
+    let ratio = (total - available) / total;
+    assert!(
+        !(total > 0.0 && ratio >= DISK_FULL_RATIO),
+        "the RocketMQ test brokers cannot start: the filesystem of {} is {:.1} % full counting \
+         reserved blocks, and rocketmq-rust's store refuses to write from {:.0} %; free space there \
+         or set TMPDIR to a directory on a roomier filesystem (a tmpfs will do)",
+        run.display(),
+        ratio * 100.0,
+        DISK_FULL_RATIO * 100.0
+    );
+}
+
 fn broker_toml(run: &Path, name: &str, port: u16, namesrv: &str) -> String {
     let store = run.join(name);
     format!(
@@ -195,6 +229,7 @@ impl Cluster {
             .keep();
         let cleanup = cleanup_guard(&run);
         let r = run.as_path();
+        check_disk(r);
         for d in ["home", "namesrv"] {
             std::fs::create_dir_all(r.join(d)).expect("test server setup");
         }
