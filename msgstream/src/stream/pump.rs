@@ -13,14 +13,14 @@
 //! an error instead of going silent; a transient receive error is retried with backoff, a
 //! permanent one ends the channel with that error.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::commit::AckToken;
+use super::queue::Queue;
 use super::signal::PumpSignal;
 use super::StreamOptions;
 use futures::FutureExt;
@@ -38,8 +38,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Most messages taken from a consumer in one call.
 const MAX_BATCH: usize = 256;
 
-/// What a pump hands over. Messages move by value through the bounded queue (its slots are
-/// allocated once); boxing them would add an allocation per message.
+/// What a pump hands over. Messages move by value, in batches, through the bounded queue;
+/// boxing them would add an allocation per message.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Event {
@@ -62,9 +62,22 @@ pub(crate) struct Delivered {
     pub(crate) token: Option<AckToken>,
 }
 
+impl Delivered {
+    /// Whether this is a timetick.
+    pub(crate) fn is_tick(&self) -> bool {
+        matches!(&self.event, Event::Msg(m) if m.is_time_tick())
+    }
+
+    /// Whether this ends the channel.
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(self.event, Event::Closed)
+    }
+}
+
 struct Parked {
     consumer: Box<dyn Consumer>,
-    pending: VecDeque<Delivered>,
+    /// Received and decoded, not yet queued, in order.
+    pending: Vec<Delivered>,
     /// The first message received since the consumer started or last moved: where to put it
     /// back when nothing of this generation reached the application yet.
     first_received: Option<MessageId>,
@@ -92,7 +105,7 @@ enum SlotState {
 struct Slot {
     channel: String,
     generation: u64,
-    tx: mpsc::Sender<Delivered>,
+    tx: Queue,
     state: SlotState,
     signal: Arc<PumpSignal>,
 }
@@ -145,7 +158,7 @@ impl Pumps {
     pub(crate) fn add(
         &mut self,
         consumer: Box<dyn Consumer>,
-        tx: mpsc::Sender<Delivered>,
+        tx: Queue,
     ) -> (usize, Arc<dyn Acker>) {
         let index = self.slots.len();
         let acker = consumer.acker();
@@ -155,7 +168,7 @@ impl Pumps {
             tx,
             state: SlotState::Parked(Box::new(Parked {
                 consumer,
-                pending: VecDeque::new(),
+                pending: Vec::new(),
                 first_received: None,
             })),
             signal: Arc::new(PumpSignal::default()),
@@ -219,16 +232,16 @@ impl Pumps {
                 Err(panic) => {
                     let error = panicked(&name, panic.as_ref());
                     tracing::error!(channel = %name, %error, "consumer task panicked");
-                    for event in [Event::Failed(error), Event::Closed] {
-                        let _ = tx
-                            .send(Delivered {
-                                channel: index,
-                                generation,
-                                event,
-                                token: None,
-                            })
-                            .await;
-                    }
+                    let ending = [Event::Failed(error), Event::Closed]
+                        .into_iter()
+                        .map(|event| Delivered {
+                            channel: index,
+                            generation,
+                            event,
+                            token: None,
+                        })
+                        .collect();
+                    let _ = tx.send_all(ending).await;
                     None
                 }
             }
@@ -375,7 +388,7 @@ struct PumpContext {
     generation: u64,
     registry: Arc<DecoderRegistry>,
     batch: usize,
-    tx: mpsc::Sender<Delivered>,
+    tx: Queue,
     signal: Arc<PumpSignal>,
 }
 
@@ -397,9 +410,11 @@ impl PumpContext {
                 trace::record_consume(&msg.properties, &msg.topic);
                 let mut ts = TsMsg::new(body);
                 ts.position = Some(MsgPosition {
-                    channel_name: msg.topic.to_string(),
+                    // `String::from`, not `to_string`: an `Arc<str>` would go through the
+                    // formatting machinery, once per message.
+                    channel_name: String::from(&*msg.topic),
                     msg_id: msg.id.as_bytes().to_vec(),
-                    msg_group: consumer.subscription().to_string(),
+                    msg_group: String::from(consumer.subscription()),
                     // Milvus stamps a consumed message's position with its BeginTs; the tt
                     // stream restamps the positions of its packs with their end_ts.
                     timestamp: ts.begin_ts(),
@@ -427,9 +442,7 @@ impl PumpContext {
     fn receive(&self, parked: &mut Parked, received: Result<Vec<Message>>) -> Option<Error> {
         match received {
             Ok(batch) if batch.is_empty() => {
-                parked
-                    .pending
-                    .push_back(self.delivered(Event::Closed, None));
+                parked.pending.push(self.delivered(Event::Closed, None));
                 None
             }
             Ok(batch) => {
@@ -442,21 +455,20 @@ impl PumpContext {
                     let bytes = batch.iter().map(|m| m.payload.len() as u64).sum();
                     crate::metrics::get().consumed(&first.topic, batch.len() as u64, bytes);
                 }
+                parked.pending.reserve(batch.len());
                 for msg in batch {
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
                     let _entered = span.enter();
                     let delivered = self.decode(parked.consumer.as_ref(), msg);
-                    parked.pending.push_back(delivered);
+                    parked.pending.push(delivered);
                 }
                 None
             }
             Err(error) if error.is_permanent() => {
                 parked
                     .pending
-                    .push_back(self.delivered(Event::Failed(error), None));
-                parked
-                    .pending
-                    .push_back(self.delivered(Event::Closed, None));
+                    .push(self.delivered(Event::Failed(error), None));
+                parked.pending.push(self.delivered(Event::Closed, None));
                 None
             }
             Err(error) => Some(error),
@@ -467,7 +479,7 @@ impl PumpContext {
 async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<()>) -> Parked {
     let mut backoff = ERROR_BACKOFF;
     loop {
-        let Some(front) = parked.pending.front() else {
+        if parked.pending.is_empty() {
             let received = tokio::select! {
                 biased;
                 _ = &mut stop => return parked,
@@ -488,25 +500,20 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
                 }
             }
             continue;
-        };
-        let terminal = matches!(front.event, Event::Closed);
-        tokio::select! {
+        }
+        let sent = tokio::select! {
             biased;
             _ = &mut stop => return parked,
-            permit = ctx.tx.reserve() => {
-                let Ok(permit) = permit else { return parked };
-                let Some(delivered) = parked.pending.pop_front() else { continue };
-                let tick = matches!(&delivered.event, Event::Msg(m) if m.is_time_tick());
-                permit.send(delivered);
-                ctx.signal.set_pending(parked.pending.len());
-                if tick {
-                    ctx.signal.tick_queued();
-                }
-                if terminal {
-                    let _ = stop.await;
-                    return parked;
-                }
-            }
+            sent = ctx.tx.send(&mut parked.pending) => sent,
+        };
+        let Ok(sent) = sent else { return parked };
+        ctx.signal.set_pending(parked.pending.len());
+        if sent.ticks > 0 {
+            ctx.signal.add_ticks_queued(sent.ticks);
+        }
+        if sent.closed {
+            let _ = stop.await;
+            return parked;
         }
     }
 }

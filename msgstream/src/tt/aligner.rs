@@ -66,6 +66,11 @@ struct ChannelState {
 pub struct TimetickAligner {
     channels: Vec<ChannelState>,
     last_end: u64,
+    /// [`Self::watermark`], kept up to date: it changes only with a tick or a pack, and the
+    /// driver asks for it (through [`Self::next_channel`]) once per message.
+    watermark: Option<u64>,
+    /// [`Self::next_channel`], kept up to date for the same reason.
+    reading: Option<usize>,
     late_policy: LatePolicy,
     buffered: usize,
     peak_buffered: usize,
@@ -86,14 +91,36 @@ impl TimetickAligner {
                 buffered: VecDeque::new(),
             })
             .collect();
-        TimetickAligner {
+        let mut aligner = TimetickAligner {
             channels,
             last_end: 0,
+            watermark: None,
+            reading: None,
             late_policy,
             buffered: 0,
             peak_buffered: 0,
             late: 0,
-        }
+        };
+        aligner.refresh();
+        aligner
+    }
+
+    /// Recomputes the watermark and the channel to read after a tick or a pack (the only
+    /// changes of `last_tick` and `last_end`).
+    fn refresh(&mut self) {
+        self.watermark = self
+            .channels
+            .iter()
+            .map(|c| c.last_tick)
+            .try_fold(u64::MAX, |min, t| t.map(|t| min.min(t)));
+        let last_end = self.last_end;
+        self.reading = if self.watermark.is_some_and(|w| w > last_end) {
+            None
+        } else {
+            self.channels
+                .iter()
+                .position(|c| c.last_tick.is_none_or(|t| t <= last_end))
+        };
     }
 
     /// An aligner resuming from stored positions (one per channel, in subscription order): the
@@ -113,6 +140,7 @@ impl TimetickAligner {
             state.start = Some(position.clone());
         }
         aligner.last_end = positions.iter().map(|p| p.timestamp).min().unwrap_or(0);
+        aligner.refresh();
         Ok(aligner)
     }
 
@@ -123,20 +151,12 @@ impl TimetickAligner {
 
     /// The channel to read next, or `None` when a pack is ready to pop.
     pub fn next_channel(&self) -> Option<usize> {
-        if self.watermark().is_some_and(|w| w > self.last_end) {
-            return None;
-        }
-        self.channels
-            .iter()
-            .position(|c| c.last_tick.is_none_or(|t| t <= self.last_end))
+        self.reading
     }
 
     /// Min over channels of the last tick; `None` until every channel has ticked.
     pub fn watermark(&self) -> Option<u64> {
-        self.channels
-            .iter()
-            .map(|c| c.last_tick)
-            .try_fold(u64::MAX, |min, t| t.map(|t| min.min(t)))
+        self.watermark
     }
 
     /// `end_ts` of the last pack emitted (or the resume timestamp).
@@ -167,13 +187,17 @@ impl TimetickAligner {
         }
         if msg.is_time_tick() {
             let tick = msg.end_ts();
-            if state.last_tick.is_none_or(|t| tick > t) {
+            let raised = state.last_tick.is_none_or(|t| tick > t);
+            if raised {
                 state.last_tick = Some(tick);
             }
             // Reading stops right after a tick that lifts a channel above the last end, so when
             // a pack is cut the last item read on every channel is a tick: its position is the
             // fallback resume point, and only ticks need to be remembered (no clone per message).
             state.last_tick_read = msg.position;
+            if raised {
+                self.refresh();
+            }
             return Ok(());
         }
         let ts = msg.end_ts();
@@ -215,17 +239,46 @@ impl TimetickAligner {
     pub fn pop_pack(&mut self) -> Option<MsgPack> {
         let watermark = self.watermark().filter(|w| *w > self.last_end)?;
         let begin_ts = self.last_end;
-        let mut msgs = Vec::new();
+        let mut msgs = Vec::with_capacity(self.buffered);
         let mut start_positions = Vec::with_capacity(self.channels.len());
         let mut end_positions = Vec::with_capacity(self.channels.len());
         for state in &mut self.channels {
             let before = state.buffered.len();
-            let mut seen = HashSet::new();
-            let mut kept = VecDeque::with_capacity(before);
+            let first = msgs.len();
+            // Duplicates of one delivery share their whole `dedup_key`. While the keys of a
+            // channel's messages rise strictly (the usual case: ids and timestamps grow) none
+            // can repeat, so no set is needed; the first key that does not rise switches to
+            // the set, seeded with what this channel gave the pack so far.
+            let mut last: Option<DedupOrder> = None;
+            let mut seen: Option<HashSet<DedupKey>> = None;
+            let mut kept = VecDeque::new();
             for msg in state.buffered.drain(..) {
-                if msg.end_ts() > watermark {
+                let end_ts = msg.end_ts();
+                if end_ts > watermark {
+                    if kept.is_empty() {
+                        kept.reserve(before);
+                    }
                     kept.push_back(msg);
-                } else if dedup_key(&msg).is_none_or(|key| seen.insert(key)) {
+                    continue;
+                }
+                let emit = match (&mut seen, dedup_order(&msg, end_ts)) {
+                    (_, None) => true,
+                    (None, Some(order)) if last.is_none_or(|l| order > l) => {
+                        last = Some(order);
+                        true
+                    }
+                    (set, Some(_)) => {
+                        let set = set.get_or_insert_with(|| {
+                            msgs.get(first..)
+                                .unwrap_or_default()
+                                .iter()
+                                .filter_map(dedup_key)
+                                .collect()
+                        });
+                        dedup_key(&msg).is_none_or(|key| set.insert(key))
+                    }
+                };
+                if emit {
                     msgs.push(msg);
                 }
             }
@@ -257,6 +310,7 @@ impl TimetickAligner {
             end_positions.push(end);
         }
         self.last_end = watermark;
+        self.refresh();
         Some(MsgPack {
             begin_ts,
             end_ts: watermark,
@@ -336,11 +390,29 @@ impl TimetickAligner {
     }
 }
 
+/// The identity of an Insert/Delete delivery as [`dedup_key`] has it.
+type DedupKey = (i32, i64, u64, u64, i64, Option<Ids>);
+
+/// The scalar part of a [`DedupKey`] (all but the delete's first key), ordered: cheap to
+/// compute and to compare, with no allocation. Two messages whose orders differ have
+/// different keys.
+type DedupOrder = (u64, u64, i32, i64, i64);
+
+/// [`DedupOrder`] of `msg`, whose `end_ts` is given; `None` for kinds never de-duplicated.
+fn dedup_order(msg: &TsMsg, end_ts: u64) -> Option<DedupOrder> {
+    let first_row = match &msg.body {
+        MsgBody::Insert(m) => m.row_ids.first().copied().unwrap_or_default(),
+        MsgBody::Delete(m) => m.int64_primary_keys.first().copied().unwrap_or_default(),
+        _ => return None,
+    };
+    Some((end_ts, msg.begin_ts(), msg.msg_type(), msg.id(), first_row))
+}
+
 /// Identity of an Insert/Delete delivery for in-pack de-duplication: a re-delivered or
 /// re-produced message repeats all of it, while the rows a repack split from one request differ
 /// in their row ids, keys or timestamps. A delete's key may be in either form (`primary_keys`,
 /// integer or string, or the legacy `int64_primary_keys`), so both are part of the identity.
-fn dedup_key(msg: &TsMsg) -> Option<(i32, i64, u64, u64, i64, Option<Ids>)> {
+fn dedup_key(msg: &TsMsg) -> Option<DedupKey> {
     let (first_row, first_key) = match &msg.body {
         MsgBody::Insert(m) => (m.row_ids.first().copied().unwrap_or_default(), None),
         MsgBody::Delete(m) => (
