@@ -16,12 +16,49 @@ use crate::{Error, Result};
 /// Decodes the payload of one message kind.
 pub type Decoder = Arc<dyn Fn(&[u8]) -> Result<MsgBody> + Send + Sync>;
 
-/// A registered decoder, and whether it is one of the core's own (a prost decode of the whole
-/// message, header included, so its success implies the header decodes too).
+/// A registered decoder, and which of the core's own kinds it is, if it is one (a prost
+/// decode of the whole message, header included, so its success implies the header decodes
+/// too).
 #[derive(Clone)]
 struct Entry {
     decoder: Decoder,
-    builtin: bool,
+    builtin: Option<Builtin>,
+}
+
+/// The kinds the core decodes itself.
+#[derive(Clone, Copy, Debug)]
+enum Builtin {
+    Insert,
+    Delete,
+    TimeTick,
+    CreateCollection,
+    DropCollection,
+    CreatePartition,
+    DropPartition,
+    DataNodeTt,
+}
+
+impl Builtin {
+    /// Decodes the whole message from any buffer: from a `Bytes` payload, prost takes each
+    /// bytes field as a slice before copying it into its `Vec`, where a `&[u8]` costs an extra
+    /// allocation and copy per field (the protos have no `Bytes` fields, so nothing decoded
+    /// keeps the payload's buffer alive).
+    fn decode(self, buf: impl prost::bytes::Buf) -> Result<MsgBody> {
+        Ok(match self {
+            Builtin::Insert => MsgBody::Insert(InsertRequest::decode(buf)?),
+            Builtin::Delete => MsgBody::Delete(DeleteRequest::decode(buf)?),
+            Builtin::TimeTick => MsgBody::TimeTick(TimeTickMsg::decode(buf)?),
+            Builtin::CreateCollection => {
+                MsgBody::CreateCollection(CreateCollectionRequest::decode(buf)?)
+            }
+            Builtin::DropCollection => MsgBody::DropCollection(DropCollectionRequest::decode(buf)?),
+            Builtin::CreatePartition => {
+                MsgBody::CreatePartition(CreatePartitionRequest::decode(buf)?)
+            }
+            Builtin::DropPartition => MsgBody::DropPartition(DropPartitionRequest::decode(buf)?),
+            Builtin::DataNodeTt => MsgBody::DataNodeTt(DataNodeTtMsg::decode(buf)?),
+        })
+    }
 }
 
 /// Hashes the `i32` kinds of the registry: SipHash costs more than the rest of the lookup,
@@ -72,32 +109,24 @@ impl Default for DecoderRegistry {
         let mut registry = DecoderRegistry {
             decoders: Kinds::default(),
         };
-        registry.register_builtin(MsgType::Insert as i32, |b| {
-            Ok(MsgBody::Insert(InsertRequest::decode(b)?))
-        });
-        registry.register_builtin(MsgType::Delete as i32, |b| {
-            Ok(MsgBody::Delete(DeleteRequest::decode(b)?))
-        });
-        registry.register_builtin(MsgType::TimeTick as i32, |b| {
-            Ok(MsgBody::TimeTick(TimeTickMsg::decode(b)?))
-        });
-        registry.register_builtin(MsgType::CreateCollection as i32, |b| {
-            Ok(MsgBody::CreateCollection(CreateCollectionRequest::decode(
-                b,
-            )?))
-        });
-        registry.register_builtin(MsgType::DropCollection as i32, |b| {
-            Ok(MsgBody::DropCollection(DropCollectionRequest::decode(b)?))
-        });
-        registry.register_builtin(MsgType::CreatePartition as i32, |b| {
-            Ok(MsgBody::CreatePartition(CreatePartitionRequest::decode(b)?))
-        });
-        registry.register_builtin(MsgType::DropPartition as i32, |b| {
-            Ok(MsgBody::DropPartition(DropPartitionRequest::decode(b)?))
-        });
-        registry.register_builtin(MsgType::DataNodeTt as i32, |b| {
-            Ok(MsgBody::DataNodeTt(DataNodeTtMsg::decode(b)?))
-        });
+        for (kind, builtin) in [
+            (MsgType::Insert, Builtin::Insert),
+            (MsgType::Delete, Builtin::Delete),
+            (MsgType::TimeTick, Builtin::TimeTick),
+            (MsgType::CreateCollection, Builtin::CreateCollection),
+            (MsgType::DropCollection, Builtin::DropCollection),
+            (MsgType::CreatePartition, Builtin::CreatePartition),
+            (MsgType::DropPartition, Builtin::DropPartition),
+            (MsgType::DataNodeTt, Builtin::DataNodeTt),
+        ] {
+            registry.decoders.insert(
+                kind as i32,
+                Entry {
+                    decoder: Arc::new(move |b: &[u8]| builtin.decode(b)),
+                    builtin: Some(builtin),
+                },
+            );
+        }
         registry
     }
 }
@@ -113,21 +142,7 @@ impl DecoderRegistry {
             msg_type,
             Entry {
                 decoder: Arc::new(decoder),
-                builtin: false,
-            },
-        );
-    }
-
-    fn register_builtin(
-        &mut self,
-        msg_type: i32,
-        decoder: impl Fn(&[u8]) -> Result<MsgBody> + Send + Sync + 'static,
-    ) {
-        self.decoders.insert(
-            msg_type,
-            Entry {
-                decoder: Arc::new(decoder),
-                builtin: true,
+                builtin: None,
             },
         );
     }
@@ -143,18 +158,40 @@ impl DecoderRegistry {
     /// a decoder is [`MsgBody::Unknown`] (payload kept whole); garbage, a missing header and a
     /// body its kind's decoder rejects are `Error::Decode`.
     pub fn decode(&self, payload: &[u8]) -> Result<MsgBody> {
-        // Fast path: a built-in kind found by scanning for the header's `msg_type` (no header
-        // decode, no allocation). A built-in decoder decodes the header as part of the whole
-        // message, so when it succeeds the full path below would have chosen it too and
-        // returned the same; when it fails, the full path runs and reports as it always did.
-        if let Some(entry) = peek_msg_type(payload).and_then(|kind| self.decoders.get(&kind)) {
-            if entry.builtin {
-                if let Ok(body) = (entry.decoder)(payload) {
+        // Fast path: the kind named by the first header, decoded at once if built in (no
+        // separate header decode). A built-in decoder decodes the header (tag 1, `MsgBase`)
+        // as `MsgHeader` does, repeated headers merged, and rejects whatever `MsgHeader`
+        // would; so when it succeeds and its header names the kind it was chosen for, the full
+        // path below would have chosen it too and returned the same. Otherwise (failure, or
+        // a later header naming another kind) the full path runs and decides as it always
+        // did.
+        if let Some((kind, builtin)) = self.builtin_of(payload) {
+            if let Ok(body) = builtin.decode(payload) {
+                if names(&body, kind) {
                     return Ok(body);
                 }
             }
         }
         self.decode_in_full(payload)
+    }
+
+    /// [`Self::decode`] of a payload held as `Bytes` (as consumers deliver them): the same
+    /// result, with one allocation and copy less per bytes field of a built-in kind.
+    pub(crate) fn decode_bytes(&self, payload: &bytes::Bytes) -> Result<MsgBody> {
+        if let Some((kind, builtin)) = self.builtin_of(payload) {
+            if let Ok(body) = builtin.decode(payload.clone()) {
+                if names(&body, kind) {
+                    return Ok(body);
+                }
+            }
+        }
+        self.decode_in_full(payload)
+    }
+
+    /// The kind the payload's first header names, and its decoder if that is built in.
+    fn builtin_of(&self, payload: &[u8]) -> Option<(i32, Builtin)> {
+        let kind = peek_msg_type(payload)?;
+        Some((kind, self.decoders.get(&kind)?.builtin?))
     }
 
     /// The reference decode: the whole header first, then its kind's decoder.
@@ -172,48 +209,67 @@ impl DecoderRegistry {
     }
 }
 
+/// Whether the decoded header of `body` has kind `kind`.
+fn names(body: &MsgBody, kind: i32) -> bool {
+    let header = match body {
+        MsgBody::Insert(m) => m.base.as_ref(),
+        MsgBody::Delete(m) => m.base.as_ref(),
+        MsgBody::TimeTick(m) => m.base.as_ref(),
+        MsgBody::CreateCollection(m) => m.base.as_ref(),
+        MsgBody::DropCollection(m) => m.base.as_ref(),
+        MsgBody::CreatePartition(m) => m.base.as_ref(),
+        MsgBody::DropPartition(m) => m.base.as_ref(),
+        MsgBody::DataNodeTt(m) => m.base.as_ref(),
+        MsgBody::Custom(m) | MsgBody::Unknown(m) => Some(&m.base),
+    };
+    header.is_some_and(|base| base.msg_type == kind)
+}
+
 /// Reads a varint, as protobuf encodes it; `None` when it is malformed or runs past the end.
+#[inline(always)]
 fn read_varint(buf: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&byte, rest) = buf.split_first()?;
+    let (&first, rest) = buf.split_first()?;
+    if first < 0x80 {
         *buf = rest;
-        value |= u64::from(byte & 0x7f) << shift;
+        return Some(u64::from(first));
+    }
+    let mut value = 0u64;
+    for (index, &byte) in buf.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * index);
         if byte & 0x80 == 0 {
+            *buf = buf.get(index + 1..)?;
             return Some(value);
         }
     }
     None
 }
 
-/// The `msg_type` `MsgHeader` decoding would find, read without decoding: every top-level
-/// field 1 (the header; repeated ones merge, so the last `msg_type` seen wins) scanned for
-/// its field 1, the other fields skipped. `None` for no header, and for anything unusual
-/// (groups, a wrong wire type, a truncated field), which the full decode then judges.
+/// The `msg_type` of the payload's first header (top-level field 1; the last `msg_type` in
+/// it, as prost reads an int32, truncated to 32 bits), read without decoding: only a guess
+/// of which decoder to try, which [`DecoderRegistry::decode`] checks against the decoded
+/// header. `None` for no header, and for anything unusual (groups, a wrong wire type, a
+/// truncated field), which the full decode then judges.
 fn peek_msg_type(payload: &[u8]) -> Option<i32> {
     let mut buf = payload;
-    let mut kind = None;
     while !buf.is_empty() {
-        let (tag, field) = read_field(&mut buf)?;
-        match (tag, field) {
+        match read_field(&mut buf)? {
             (1, Field::Bytes(header)) => {
                 let mut inner = header;
-                let mut header_kind = kind.unwrap_or(0);
+                let mut kind = 0;
                 while !inner.is_empty() {
                     match read_field(&mut inner)? {
-                        // prost reads an int32 (enumeration) varint truncated to 32 bits.
-                        (1, Field::Varint(value)) => header_kind = value as i32,
+                        (1, Field::Varint(value)) => kind = value as i32,
                         (1, _) => return None,
                         _ => {}
                     }
                 }
-                kind = Some(header_kind);
+                return Some(kind);
             }
             (1, _) => return None,
             _ => {}
         }
     }
-    kind
+    None
 }
 
 /// A field's payload, as far as [`peek_msg_type`] needs it.
@@ -224,6 +280,7 @@ enum Field<'a> {
 }
 
 /// Reads one field (key and value) off `buf`; `None` for groups and malformed input.
+#[inline(always)]
 fn read_field<'a>(buf: &mut &'a [u8]) -> Option<(u64, Field<'a>)> {
     let key = read_varint(buf)?;
     if key > u64::from(u32::MAX) || key >> 3 == 0 {
@@ -305,6 +362,12 @@ mod tests {
         let full = registry.decode_in_full(payload);
         assert_eq!(
             format!("{fast:?}"),
+            format!("{full:?}"),
+            "payload {payload:02x?}"
+        );
+        let from_bytes = registry.decode_bytes(&bytes::Bytes::copy_from_slice(payload));
+        assert_eq!(
+            format!("{from_bytes:?}"),
             format!("{full:?}"),
             "payload {payload:02x?}"
         );

@@ -13,6 +13,7 @@
 //! an error instead of going silent; a transient receive error is retried with backoff, a
 //! permanent one ends the channel with that error.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,7 +78,7 @@ impl Delivered {
 struct Parked {
     consumer: Box<dyn Consumer>,
     /// Received and decoded, not yet queued, in order.
-    pending: Vec<Delivered>,
+    pending: VecDeque<Delivered>,
     /// The first message received since the consumer started or last moved: where to put it
     /// back when nothing of this generation reached the application yet.
     first_received: Option<MessageId>,
@@ -168,7 +169,7 @@ impl Pumps {
             tx,
             state: SlotState::Parked(Box::new(Parked {
                 consumer,
-                pending: Vec::new(),
+                pending: VecDeque::new(),
                 first_received: None,
             })),
             signal: Arc::new(PumpSignal::default()),
@@ -405,7 +406,7 @@ impl PumpContext {
     /// Decodes a message into an event: the typed message, or `Failed(Decode)` naming the
     /// channel and id. Either way the message itself travels on as the ack token.
     fn decode(&self, consumer: &dyn Consumer, mut msg: Message) -> Delivered {
-        let event = match self.registry.decode(&msg.payload) {
+        let event = match self.registry.decode_bytes(&msg.payload) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
                 let mut ts = TsMsg::new(body);
@@ -442,7 +443,9 @@ impl PumpContext {
     fn receive(&self, parked: &mut Parked, received: Result<Vec<Message>>) -> Option<Error> {
         match received {
             Ok(batch) if batch.is_empty() => {
-                parked.pending.push(self.delivered(Event::Closed, None));
+                parked
+                    .pending
+                    .push_back(self.delivered(Event::Closed, None));
                 None
             }
             Ok(batch) => {
@@ -460,15 +463,17 @@ impl PumpContext {
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
                     let _entered = span.enter();
                     let delivered = self.decode(parked.consumer.as_ref(), msg);
-                    parked.pending.push(delivered);
+                    parked.pending.push_back(delivered);
                 }
                 None
             }
             Err(error) if error.is_permanent() => {
                 parked
                     .pending
-                    .push(self.delivered(Event::Failed(error), None));
-                parked.pending.push(self.delivered(Event::Closed, None));
+                    .push_back(self.delivered(Event::Failed(error), None));
+                parked
+                    .pending
+                    .push_back(self.delivered(Event::Closed, None));
                 None
             }
             Err(error) => Some(error),
@@ -480,10 +485,13 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
     let mut backoff = ERROR_BACKOFF;
     loop {
         if parked.pending.is_empty() {
+            // Receive no more than the queue has room for (but at least one, to wait on): a
+            // batch that fits is handed over whole, not split into what fits and a rest.
+            let want = ctx.batch.min(ctx.tx.room()).max(1);
             let received = tokio::select! {
                 biased;
                 _ = &mut stop => return parked,
-                received = parked.consumer.recv_batch(ctx.batch) => received,
+                received = parked.consumer.recv_batch(want) => received,
             };
             let backoff_from = ctx.receive(&mut parked, received);
             ctx.signal.set_pending(parked.pending.len());

@@ -13,6 +13,7 @@
 //! ([`QueueReader::recv`], or explicitly through [`QueueReader::release`]), so a pump never
 //! waits for room that the stream only holds while it is busy.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, AcquireError, Semaphore};
@@ -72,7 +73,7 @@ impl Queue {
     /// as there is room for; returns what was sent, for the caller to look at (the messages
     /// themselves are gone). Cancel-safe: nothing leaves `pending` before the room is taken,
     /// and nothing is awaited after.
-    pub(crate) async fn send(&self, pending: &mut Vec<Delivered>) -> Result<Sent, Gone> {
+    pub(crate) async fn send(&self, pending: &mut VecDeque<Delivered>) -> Result<Sent, Gone> {
         if pending.is_empty() {
             return Ok(Sent::default());
         }
@@ -90,14 +91,20 @@ impl Queue {
                 permits.forget();
             }
         }
+        // All of it (the usual case) moves nothing: the deque is a received batch's `Vec`.
         let batch: Vec<Delivered> = if count >= pending.len() {
-            std::mem::take(pending)
+            Vec::from(std::mem::take(pending))
         } else {
             pending.drain(..count).collect()
         };
         let sent = Sent::of(&batch);
         self.tx.send(batch).map_err(|_| Gone)?;
         Ok(sent)
+    }
+
+    /// Room for how many messages there is now (another pump of a shared queue may take it).
+    pub(crate) fn room(&self) -> usize {
+        self.room.available_permits()
     }
 
     /// Sends `batch` whole, waiting for room for all of it (for the few events that end a

@@ -22,7 +22,7 @@
 //! - A message at or below an emitted `end_ts` (only on reordering backends) is **late**: counted,
 //!   and reported or dropped by [`LatePolicy`], never folded into a later pack.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 
 use crate::msg::{Ids, MsgBody, MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
@@ -58,7 +58,9 @@ struct ChannelState {
     floor: Option<u64>,
     last_tick_read: Option<MsgPosition>,
     start: Option<MsgPosition>,
-    buffered: VecDeque<TsMsg>,
+    /// In arrival order. A `Vec`, so that a pack takes a channel's messages in one move and
+    /// the channel keeps its capacity for the next pack.
+    buffered: Vec<TsMsg>,
 }
 
 /// The alignment state machine (see the module docs for its rules).
@@ -88,7 +90,7 @@ impl TimetickAligner {
                 floor: None,
                 last_tick_read: None,
                 start: None,
-                buffered: VecDeque::new(),
+                buffered: Vec::new(),
             })
             .collect();
         let mut aligner = TimetickAligner {
@@ -219,7 +221,7 @@ impl TimetickAligner {
                 }
             };
         }
-        state.buffered.push_back(msg);
+        state.buffered.push(msg);
         self.buffered += 1;
         self.peak_buffered = self.peak_buffered.max(self.buffered);
         Ok(())
@@ -244,49 +246,15 @@ impl TimetickAligner {
         let mut end_positions = Vec::with_capacity(self.channels.len());
         for state in &mut self.channels {
             let before = state.buffered.len();
-            let first = msgs.len();
-            // Duplicates of one delivery share their whole `dedup_key`. While the keys of a
-            // channel's messages rise strictly (the usual case: ids and timestamps grow) none
-            // can repeat, so no set is needed; the first key that does not rise switches to
-            // the set, seeded with what this channel gave the pack so far.
-            let mut last: Option<DedupOrder> = None;
-            let mut seen: Option<HashSet<DedupKey>> = None;
-            let mut kept = VecDeque::new();
-            for msg in state.buffered.drain(..) {
-                let end_ts = msg.end_ts();
-                if end_ts > watermark {
-                    if kept.is_empty() {
-                        kept.reserve(before);
-                    }
-                    kept.push_back(msg);
-                    continue;
-                }
-                let emit = match (&mut seen, dedup_order(&msg, end_ts)) {
-                    (_, None) => true,
-                    (None, Some(order)) if last.is_none_or(|l| order > l) => {
-                        last = Some(order);
-                        true
-                    }
-                    (set, Some(_)) => {
-                        let set = set.get_or_insert_with(|| {
-                            msgs.get(first..)
-                                .unwrap_or_default()
-                                .iter()
-                                .filter_map(dedup_key)
-                                .collect()
-                        });
-                        dedup_key(&msg).is_none_or(|key| set.insert(key))
-                    }
-                };
-                if emit {
-                    msgs.push(msg);
-                }
+            if takes_all(&state.buffered, watermark) {
+                msgs.append(&mut state.buffered);
+            } else {
+                take_some(&mut state.buffered, watermark, &mut msgs);
             }
-            self.buffered -= before - kept.len();
-            state.buffered = kept;
+            self.buffered -= before - state.buffered.len();
             let end = state
                 .buffered
-                .front()
+                .first()
                 .and_then(|m| m.position.clone())
                 .or_else(|| state.last_tick_read.clone())
                 .or_else(|| state.start.clone())
@@ -328,7 +296,7 @@ impl TimetickAligner {
             .map(|state| {
                 let p = state
                     .buffered
-                    .front()
+                    .first()
                     .and_then(|m| m.position.clone())
                     .or_else(|| state.last_tick_read.clone())
                     .or_else(|| state.start.clone())
@@ -388,6 +356,67 @@ impl TimetickAligner {
     pub fn late_messages(&self) -> u64 {
         self.late
     }
+}
+
+/// Whether a pack cut at `watermark` takes every message of `buffered`, and drops none as
+/// a duplicate: all are at or below the watermark, and the [`DedupOrder`]s of those that are
+/// de-duplicated rise strictly (the usual case: ids and timestamps grow), so no two share a
+/// key. Looks without moving anything, so the caller can then move them all at once.
+fn takes_all(buffered: &[TsMsg], watermark: u64) -> bool {
+    let mut last: Option<DedupOrder> = None;
+    for msg in buffered {
+        let end_ts = msg.end_ts();
+        if end_ts > watermark {
+            return false;
+        }
+        if let Some(order) = dedup_order(msg, end_ts) {
+            if last.is_some_and(|l| order <= l) {
+                return false;
+            }
+            last = Some(order);
+        }
+    }
+    true
+}
+
+/// Moves into `msgs` the messages of `buffered` at or below `watermark`, in order, dropping
+/// duplicates (equal [`dedup_key`]) of one taken before; the others stay in `buffered`, in
+/// order.
+fn take_some(buffered: &mut Vec<TsMsg>, watermark: u64, msgs: &mut Vec<TsMsg>) {
+    let first = msgs.len();
+    // While the keys of the messages taken rise strictly none can repeat, so no set is
+    // needed; the first that does not rise switches to the set, seeded with what was taken.
+    let mut last: Option<DedupOrder> = None;
+    let mut seen: Option<HashSet<DedupKey>> = None;
+    let mut kept = Vec::new();
+    for msg in std::mem::take(buffered) {
+        let end_ts = msg.end_ts();
+        if end_ts > watermark {
+            kept.push(msg);
+            continue;
+        }
+        let emit = match (&mut seen, dedup_order(&msg, end_ts)) {
+            (_, None) => true,
+            (None, Some(order)) if last.is_none_or(|l| order > l) => {
+                last = Some(order);
+                true
+            }
+            (set, Some(_)) => {
+                let set = set.get_or_insert_with(|| {
+                    msgs.get(first..)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(dedup_key)
+                        .collect()
+                });
+                dedup_key(&msg).is_none_or(|key| set.insert(key))
+            }
+        };
+        if emit {
+            msgs.push(msg);
+        }
+    }
+    *buffered = kept;
 }
 
 /// The identity of an Insert/Delete delivery as [`dedup_key`] has it.

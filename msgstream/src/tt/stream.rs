@@ -263,6 +263,11 @@ impl TtMsgStream {
                 }
             };
             if delivered.is_tick() {
+                // The aligner moves on to another channel after a tick, mostly: give this
+                // channel's pump its room back now rather than at the pack.
+                if let Some(receiver) = side.receivers.get_mut(channel) {
+                    receiver.release();
+                }
                 if let Some(taken) = side.ticks_taken.get_mut(channel) {
                     *taken += 1;
                 }
