@@ -7,9 +7,10 @@
 //! nothing. Each seek bumps the channel's *generation*; queued deliveries of an older generation
 //! are discarded by the reader of the queue.
 //!
-//! Pumps receive in batches (`Consumer::recv_batch`) and never ack: each delivery carries the
-//! received message as an ack token, and the stream commits tokens once the application has
-//! had them ([`super::commit`]). A pump that panics (a user decoder, say) ends its channel with
+//! Pumps receive in batches (`Consumer::recv_batch`), each handed over as one item of the
+//! queue ([`super::queue`], bounded in messages all the same), and never ack: each delivery
+//! carries the received message as an ack token, and the stream commits tokens once the
+//! application has had them ([`super::commit`]). A pump that panics (a user decoder, say) ends its channel with
 //! an error instead of going silent; a transient receive error is retried with backoff, a
 //! permanent one ends the channel with that error.
 
