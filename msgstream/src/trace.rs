@@ -109,6 +109,10 @@ pub fn extract(properties: &Properties) -> Context {
 /// Starts and ends the consuming span of one message as a child of the producer's span, through
 /// the globally installed OpenTelemetry tracer (a no-op until the application installs one).
 pub fn record_consume(properties: &Properties, channel: &str) {
+    // Most messages carry no trace context: skip building an empty one for each of them.
+    if !properties.contains_key(TRACEPARENT) {
+        return;
+    }
     let parent = extract(properties);
     if parent.span().span_context().is_valid() {
         use opentelemetry::trace::{Span, Tracer};

@@ -16,13 +16,82 @@ use crate::{Error, Result};
 /// Decodes the payload of one message kind.
 pub type Decoder = Arc<dyn Fn(&[u8]) -> Result<MsgBody> + Send + Sync>;
 
+/// A registered decoder, and which of the core's own kinds it is, if it is one (a prost
+/// decode of the whole message, header included, so its success implies the header decodes
+/// too).
+#[derive(Clone)]
+struct Entry {
+    decoder: Decoder,
+    builtin: Option<Builtin>,
+}
+
+/// The kinds the core decodes itself.
+#[derive(Clone, Copy, Debug)]
+enum Builtin {
+    Insert,
+    Delete,
+    TimeTick,
+    CreateCollection,
+    DropCollection,
+    CreatePartition,
+    DropPartition,
+    DataNodeTt,
+}
+
+impl Builtin {
+    /// Decodes the whole message from any buffer: from a `Bytes` payload, prost takes each
+    /// bytes field as a slice before copying it into its `Vec`, where a `&[u8]` costs an extra
+    /// allocation and copy per field (the protos have no `Bytes` fields, so nothing decoded
+    /// keeps the payload's buffer alive).
+    fn decode(self, buf: impl prost::bytes::Buf) -> Result<MsgBody> {
+        Ok(match self {
+            Builtin::Insert => MsgBody::Insert(InsertRequest::decode(buf)?),
+            Builtin::Delete => MsgBody::Delete(DeleteRequest::decode(buf)?),
+            Builtin::TimeTick => MsgBody::TimeTick(TimeTickMsg::decode(buf)?),
+            Builtin::CreateCollection => {
+                MsgBody::CreateCollection(CreateCollectionRequest::decode(buf)?)
+            }
+            Builtin::DropCollection => MsgBody::DropCollection(DropCollectionRequest::decode(buf)?),
+            Builtin::CreatePartition => {
+                MsgBody::CreatePartition(CreatePartitionRequest::decode(buf)?)
+            }
+            Builtin::DropPartition => MsgBody::DropPartition(DropPartitionRequest::decode(buf)?),
+            Builtin::DataNodeTt => MsgBody::DataNodeTt(DataNodeTtMsg::decode(buf)?),
+        })
+    }
+}
+
+/// Hashes the `i32` kinds of the registry: SipHash costs more than the rest of the lookup,
+/// and the table holds only kinds the application registered, so there is nothing to flood.
+#[derive(Clone, Copy, Default)]
+struct KindHasher(u64);
+
+impl std::hash::Hasher for KindHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_i32(&mut self, kind: i32) {
+        // Fibonacci hashing: spreads consecutive kinds over the top bits hashbrown uses.
+        self.0 = u64::from(kind as u32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type Kinds = HashMap<i32, Entry, std::hash::BuildHasherDefault<KindHasher>>;
+
 /// `msg_type` → decoder. [`DecoderRegistry::default`] knows Insert, Delete, TimeTick,
 /// CreateCollection, DropCollection, CreatePartition, DropPartition and DataNodeTt;
 /// applications add their own kinds. A kind without a decoder comes through as
 /// [`MsgBody::Unknown`].
 #[derive(Clone)]
 pub struct DecoderRegistry {
-    decoders: HashMap<i32, Decoder>,
+    decoders: Kinds,
 }
 
 impl std::fmt::Debug for DecoderRegistry {
@@ -38,34 +107,26 @@ impl std::fmt::Debug for DecoderRegistry {
 impl Default for DecoderRegistry {
     fn default() -> Self {
         let mut registry = DecoderRegistry {
-            decoders: HashMap::new(),
+            decoders: Kinds::default(),
         };
-        registry.register(MsgType::Insert as i32, |b| {
-            Ok(MsgBody::Insert(InsertRequest::decode(b)?))
-        });
-        registry.register(MsgType::Delete as i32, |b| {
-            Ok(MsgBody::Delete(DeleteRequest::decode(b)?))
-        });
-        registry.register(MsgType::TimeTick as i32, |b| {
-            Ok(MsgBody::TimeTick(TimeTickMsg::decode(b)?))
-        });
-        registry.register(MsgType::CreateCollection as i32, |b| {
-            Ok(MsgBody::CreateCollection(CreateCollectionRequest::decode(
-                b,
-            )?))
-        });
-        registry.register(MsgType::DropCollection as i32, |b| {
-            Ok(MsgBody::DropCollection(DropCollectionRequest::decode(b)?))
-        });
-        registry.register(MsgType::CreatePartition as i32, |b| {
-            Ok(MsgBody::CreatePartition(CreatePartitionRequest::decode(b)?))
-        });
-        registry.register(MsgType::DropPartition as i32, |b| {
-            Ok(MsgBody::DropPartition(DropPartitionRequest::decode(b)?))
-        });
-        registry.register(MsgType::DataNodeTt as i32, |b| {
-            Ok(MsgBody::DataNodeTt(DataNodeTtMsg::decode(b)?))
-        });
+        for (kind, builtin) in [
+            (MsgType::Insert, Builtin::Insert),
+            (MsgType::Delete, Builtin::Delete),
+            (MsgType::TimeTick, Builtin::TimeTick),
+            (MsgType::CreateCollection, Builtin::CreateCollection),
+            (MsgType::DropCollection, Builtin::DropCollection),
+            (MsgType::CreatePartition, Builtin::CreatePartition),
+            (MsgType::DropPartition, Builtin::DropPartition),
+            (MsgType::DataNodeTt, Builtin::DataNodeTt),
+        ] {
+            registry.decoders.insert(
+                kind as i32,
+                Entry {
+                    decoder: Arc::new(move |b: &[u8]| builtin.decode(b)),
+                    builtin: Some(builtin),
+                },
+            );
+        }
         registry
     }
 }
@@ -77,7 +138,13 @@ impl DecoderRegistry {
         msg_type: i32,
         decoder: impl Fn(&[u8]) -> Result<MsgBody> + Send + Sync + 'static,
     ) {
-        self.decoders.insert(msg_type, Arc::new(decoder));
+        self.decoders.insert(
+            msg_type,
+            Entry {
+                decoder: Arc::new(decoder),
+                builtin: None,
+            },
+        );
     }
 
     /// Registers `msg_type` as an application kind kept as [`CustomMsg`] (opaque payload).
@@ -91,17 +158,150 @@ impl DecoderRegistry {
     /// a decoder is [`MsgBody::Unknown`] (payload kept whole); garbage, a missing header and a
     /// body its kind's decoder rejects are `Error::Decode`.
     pub fn decode(&self, payload: &[u8]) -> Result<MsgBody> {
+        // Fast path: the kind named by the first header, decoded at once if built in (no
+        // separate header decode). A built-in decoder decodes the header (tag 1, `MsgBase`)
+        // as `MsgHeader` does, repeated headers merged, and rejects whatever `MsgHeader`
+        // would; so when it succeeds and its header names the kind it was chosen for, the full
+        // path below would have chosen it too and returned the same. Otherwise (failure, or
+        // a later header naming another kind) the full path runs and decides as it always
+        // did.
+        if let Some((kind, builtin)) = self.builtin_of(payload) {
+            if let Ok(body) = builtin.decode(payload) {
+                if names(&body, kind) {
+                    return Ok(body);
+                }
+            }
+        }
+        self.decode_in_full(payload)
+    }
+
+    /// [`Self::decode`] of a payload held as `Bytes` (as consumers deliver them): the same
+    /// result, with one allocation and copy less per bytes field of a built-in kind.
+    pub(crate) fn decode_bytes(&self, payload: &bytes::Bytes) -> Result<MsgBody> {
+        if let Some((kind, builtin)) = self.builtin_of(payload) {
+            if let Ok(body) = builtin.decode(payload.clone()) {
+                if names(&body, kind) {
+                    return Ok(body);
+                }
+            }
+        }
+        self.decode_in_full(payload)
+    }
+
+    /// The kind the payload's first header names, and its decoder if that is built in.
+    fn builtin_of(&self, payload: &[u8]) -> Option<(i32, Builtin)> {
+        let kind = peek_msg_type(payload)?;
+        Some((kind, self.decoders.get(&kind)?.builtin?))
+    }
+
+    /// The reference decode: the whole header first, then its kind's decoder.
+    fn decode_in_full(&self, payload: &[u8]) -> Result<MsgBody> {
         let base = MsgHeader::decode(payload)?
             .base
             .ok_or_else(|| Error::Decode("payload has no MsgBase at field 1".to_string()))?;
         match self.decoders.get(&base.msg_type) {
-            Some(decoder) => decoder(payload),
+            Some(entry) => (entry.decoder)(payload),
             None => Ok(MsgBody::Unknown(CustomMsg {
                 base,
                 payload: payload.to_vec().into(),
             })),
         }
     }
+}
+
+/// Whether the decoded header of `body` has kind `kind`.
+fn names(body: &MsgBody, kind: i32) -> bool {
+    let header = match body {
+        MsgBody::Insert(m) => m.base.as_ref(),
+        MsgBody::Delete(m) => m.base.as_ref(),
+        MsgBody::TimeTick(m) => m.base.as_ref(),
+        MsgBody::CreateCollection(m) => m.base.as_ref(),
+        MsgBody::DropCollection(m) => m.base.as_ref(),
+        MsgBody::CreatePartition(m) => m.base.as_ref(),
+        MsgBody::DropPartition(m) => m.base.as_ref(),
+        MsgBody::DataNodeTt(m) => m.base.as_ref(),
+        MsgBody::Custom(m) | MsgBody::Unknown(m) => Some(&m.base),
+    };
+    header.is_some_and(|base| base.msg_type == kind)
+}
+
+/// Reads a varint, as protobuf encodes it; `None` when it is malformed or runs past the end.
+#[inline(always)]
+fn read_varint(buf: &mut &[u8]) -> Option<u64> {
+    let (&first, rest) = buf.split_first()?;
+    if first < 0x80 {
+        *buf = rest;
+        return Some(u64::from(first));
+    }
+    let mut value = 0u64;
+    for (index, &byte) in buf.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * index);
+        if byte & 0x80 == 0 {
+            *buf = buf.get(index + 1..)?;
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// The `msg_type` of the payload's first header (top-level field 1; the last `msg_type` in
+/// it, as prost reads an int32, truncated to 32 bits), read without decoding: only a guess
+/// of which decoder to try, which [`DecoderRegistry::decode`] checks against the decoded
+/// header. `None` for no header, and for anything unusual (groups, a wrong wire type, a
+/// truncated field), which the full decode then judges.
+fn peek_msg_type(payload: &[u8]) -> Option<i32> {
+    let mut buf = payload;
+    while !buf.is_empty() {
+        match read_field(&mut buf)? {
+            (1, Field::Bytes(header)) => {
+                let mut inner = header;
+                let mut kind = 0;
+                while !inner.is_empty() {
+                    match read_field(&mut inner)? {
+                        (1, Field::Varint(value)) => kind = value as i32,
+                        (1, _) => return None,
+                        _ => {}
+                    }
+                }
+                return Some(kind);
+            }
+            (1, _) => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A field's payload, as far as [`peek_msg_type`] needs it.
+enum Field<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    Fixed,
+}
+
+/// Reads one field (key and value) off `buf`; `None` for groups and malformed input.
+#[inline(always)]
+fn read_field<'a>(buf: &mut &'a [u8]) -> Option<(u64, Field<'a>)> {
+    let key = read_varint(buf)?;
+    if key > u64::from(u32::MAX) || key >> 3 == 0 {
+        return None;
+    }
+    let field = match key & 7 {
+        0 => Field::Varint(read_varint(buf)?),
+        1 | 5 => {
+            let width = if key & 7 == 1 { 8 } else { 4 };
+            *buf = buf.get(width..)?;
+            Field::Fixed
+        }
+        2 => {
+            let len = usize::try_from(read_varint(buf)?).ok()?;
+            let (bytes, rest) = (buf.get(..len)?, buf.get(len..)?);
+            *buf = rest;
+            Field::Bytes(bytes)
+        }
+        _ => return None,
+    };
+    Some((key >> 3, field))
 }
 
 #[cfg(test)]
@@ -157,10 +357,81 @@ mod tests {
         );
     }
 
+    fn same_outcome(registry: &DecoderRegistry, payload: &[u8]) {
+        let fast = registry.decode(payload);
+        let full = registry.decode_in_full(payload);
+        assert_eq!(
+            format!("{fast:?}"),
+            format!("{full:?}"),
+            "payload {payload:02x?}"
+        );
+        let from_bytes = registry.decode_bytes(&bytes::Bytes::copy_from_slice(payload));
+        assert_eq!(
+            format!("{from_bytes:?}"),
+            format!("{full:?}"),
+            "payload {payload:02x?}"
+        );
+    }
+
+    #[test]
+    fn the_fast_path_follows_prost_on_repeated_and_odd_headers() {
+        let registry = DecoderRegistry::default();
+        let insert = TsMsg::new(MsgBody::Insert(InsertRequest {
+            base: Some(MsgBase::new(MsgType::Insert as i32, 7, 10)),
+            timestamps: vec![10],
+            ..Default::default()
+        }))
+        .encode();
+        let tick = TsMsg::time_tick(3).encode();
+        // Two headers merge: the second one's kind wins, or the first's if it has none.
+        let twice = [&insert[..], &tick[..]].concat();
+        assert!(matches!(registry.decode(&twice), Ok(MsgBody::TimeTick(_))));
+        let empty_second = [&insert[..], &[0x0a, 0x00][..]].concat();
+        assert!(matches!(
+            registry.decode(&empty_second),
+            Ok(MsgBody::Insert(_))
+        ));
+        for payload in [&insert[..], &tick[..], &twice[..], &empty_second[..]] {
+            same_outcome(&registry, payload);
+        }
+        // A kind above i32 is truncated as prost truncates it.
+        let wide = [0x0a, 0x06, 0x08, 0xb0, 0x09, 0x80, 0x80, 0x10];
+        same_outcome(&registry, &wide);
+    }
+
     proptest::proptest! {
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
             let _ = DecoderRegistry::default().decode(&bytes);
+        }
+
+        #[test]
+        fn the_fast_path_decodes_as_the_full_one(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            flips in proptest::collection::vec((0usize..64, proptest::num::u8::ANY), 0..4),
+        ) {
+            let registry = DecoderRegistry::default();
+            same_outcome(&registry, &bytes);
+            // Valid messages with a few bytes changed reach the fast path far more often.
+            let base = MsgBase::new(MsgType::Delete as i32, 9, 12);
+            for valid in [
+                TsMsg::new(MsgBody::Insert(InsertRequest {
+                    base: Some(base.clone()),
+                    timestamps: vec![12, 13],
+                    row_ids: vec![1, 2],
+                    ..Default::default()
+                }))
+                .encode(),
+                TsMsg::time_tick(77).encode(),
+            ] {
+                let mut changed = valid.to_vec();
+                for (at, byte) in &flips {
+                    if let Some(slot) = changed.get_mut(at % valid.len().max(1)) {
+                        *slot = *byte;
+                    }
+                }
+                same_outcome(&registry, &changed);
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ mod options;
 mod plain;
 pub(crate) mod producers;
 pub(crate) mod pump;
+pub(crate) mod queue;
 mod readers;
 mod repack;
 #[cfg(test)]

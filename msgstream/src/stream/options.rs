@@ -6,8 +6,9 @@ use crate::msg::DecoderRegistry;
 use crate::retry::RetryPolicy;
 use crate::tt::LatePolicy;
 
-/// Largest accepted `StreamOptions::buffer`: a queue slot per message, allocated up front, so a
-/// larger value is a configuration mistake, not a wish (and tokio's channels cap it anyway).
+/// Largest accepted `StreamOptions::buffer`: it sizes what each channel may hold (queued
+/// messages, and each backend consumer's prefetch), so a larger value is a configuration
+/// mistake, not a wish.
 pub const MAX_BUFFER: usize = 1 << 24;
 
 /// How a stream is built.

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use futures::Stream;
-use tokio::sync::mpsc;
 
 use super::options::StreamOptions;
 use super::producers::{producing_methods, Producers};
 use super::pump::{Event, Pumps};
+use super::queue::{queue, Queue, QueueReader};
 use super::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
 };
@@ -17,8 +17,8 @@ use crate::{Error, Result};
 
 struct ConsumerSide {
     pumps: Pumps,
-    tx: mpsc::Sender<super::pump::Delivered>,
-    rx: mpsc::Receiver<super::pump::Delivered>,
+    tx: Queue,
+    rx: QueueReader,
     open: usize,
     commits: CommitLog,
     /// The last message handed to the application (channel index, id), not yet committed.
@@ -100,7 +100,7 @@ impl MsgStream {
         .await?;
         let (client, options) = (&self.client, &self.options);
         let side = self.consumers.get_or_insert_with(|| {
-            let (tx, rx) = mpsc::channel(options.buffer.max(1));
+            let (tx, rx) = queue(options.buffer.max(1));
             let pumps = Pumps::new(client.as_ref(), options);
             ConsumerSide {
                 commits: CommitLog::new(pumps.cumulative_acks()),

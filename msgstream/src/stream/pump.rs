@@ -7,9 +7,10 @@
 //! nothing. Each seek bumps the channel's *generation*; queued deliveries of an older generation
 //! are discarded by the reader of the queue.
 //!
-//! Pumps receive in batches (`Consumer::recv_batch`) and never ack: each delivery carries the
-//! received message as an ack token, and the stream commits tokens once the application has
-//! had them ([`super::commit`]). A pump that panics (a user decoder, say) ends its channel with
+//! Pumps receive in batches (`Consumer::recv_batch`), each handed over as one item of the
+//! queue ([`super::queue`], bounded in messages all the same), and never ack: each delivery
+//! carries the received message as an ack token, and the stream commits tokens once the
+//! application has had them ([`super::commit`]). A pump that panics (a user decoder, say) ends its channel with
 //! an error instead of going silent; a transient receive error is retried with backoff, a
 //! permanent one ends the channel with that error.
 
@@ -17,10 +18,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::commit::AckToken;
+use super::queue::Queue;
 use super::signal::PumpSignal;
 use super::StreamOptions;
 use futures::FutureExt;
@@ -38,8 +40,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Most messages taken from a consumer in one call.
 const MAX_BATCH: usize = 256;
 
-/// What a pump hands over. Messages move by value through the bounded queue (its slots are
-/// allocated once); boxing them would add an allocation per message.
+/// What a pump hands over. Messages move by value, in batches, through the bounded queue;
+/// boxing them would add an allocation per message.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Event {
@@ -62,8 +64,21 @@ pub(crate) struct Delivered {
     pub(crate) token: Option<AckToken>,
 }
 
+impl Delivered {
+    /// Whether this is a timetick.
+    pub(crate) fn is_tick(&self) -> bool {
+        matches!(&self.event, Event::Msg(m) if m.is_time_tick())
+    }
+
+    /// Whether this ends the channel.
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(self.event, Event::Closed)
+    }
+}
+
 struct Parked {
     consumer: Box<dyn Consumer>,
+    /// Received and decoded, not yet queued, in order.
     pending: VecDeque<Delivered>,
     /// The first message received since the consumer started or last moved: where to put it
     /// back when nothing of this generation reached the application yet.
@@ -92,7 +107,7 @@ enum SlotState {
 struct Slot {
     channel: String,
     generation: u64,
-    tx: mpsc::Sender<Delivered>,
+    tx: Queue,
     state: SlotState,
     signal: Arc<PumpSignal>,
 }
@@ -145,7 +160,7 @@ impl Pumps {
     pub(crate) fn add(
         &mut self,
         consumer: Box<dyn Consumer>,
-        tx: mpsc::Sender<Delivered>,
+        tx: Queue,
     ) -> (usize, Arc<dyn Acker>) {
         let index = self.slots.len();
         let acker = consumer.acker();
@@ -219,16 +234,16 @@ impl Pumps {
                 Err(panic) => {
                     let error = panicked(&name, panic.as_ref());
                     tracing::error!(channel = %name, %error, "consumer task panicked");
-                    for event in [Event::Failed(error), Event::Closed] {
-                        let _ = tx
-                            .send(Delivered {
-                                channel: index,
-                                generation,
-                                event,
-                                token: None,
-                            })
-                            .await;
-                    }
+                    let ending = [Event::Failed(error), Event::Closed]
+                        .into_iter()
+                        .map(|event| Delivered {
+                            channel: index,
+                            generation,
+                            event,
+                            token: None,
+                        })
+                        .collect();
+                    let _ = tx.send_all(ending).await;
                     None
                 }
             }
@@ -375,7 +390,7 @@ struct PumpContext {
     generation: u64,
     registry: Arc<DecoderRegistry>,
     batch: usize,
-    tx: mpsc::Sender<Delivered>,
+    tx: Queue,
     signal: Arc<PumpSignal>,
 }
 
@@ -392,14 +407,16 @@ impl PumpContext {
     /// Decodes a message into an event: the typed message, or `Failed(Decode)` naming the
     /// channel and id. Either way the message itself travels on as the ack token.
     fn decode(&self, consumer: &dyn Consumer, mut msg: Message) -> Delivered {
-        let event = match self.registry.decode(&msg.payload) {
+        let event = match self.registry.decode_bytes(&msg.payload) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
                 let mut ts = TsMsg::new(body);
                 ts.position = Some(MsgPosition {
-                    channel_name: msg.topic.to_string(),
+                    // `String::from`, not `to_string`: an `Arc<str>` would go through the
+                    // formatting machinery, once per message.
+                    channel_name: String::from(&*msg.topic),
                     msg_id: msg.id.as_bytes().to_vec(),
-                    msg_group: consumer.subscription().to_string(),
+                    msg_group: String::from(consumer.subscription()),
                     // Milvus stamps a consumed message's position with its BeginTs; the tt
                     // stream restamps the positions of its packs with their end_ts.
                     timestamp: ts.begin_ts(),
@@ -442,6 +459,7 @@ impl PumpContext {
                     let bytes = batch.iter().map(|m| m.payload.len() as u64).sum();
                     crate::metrics::get().consumed(&first.topic, batch.len() as u64, bytes);
                 }
+                parked.pending.reserve(batch.len());
                 for msg in batch {
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
                     let _entered = span.enter();
@@ -467,11 +485,14 @@ impl PumpContext {
 async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<()>) -> Parked {
     let mut backoff = ERROR_BACKOFF;
     loop {
-        let Some(front) = parked.pending.front() else {
+        if parked.pending.is_empty() {
+            // Receive no more than the queue has room for (but at least one, to wait on): a
+            // batch that fits is handed over whole, not split into what fits and a rest.
+            let want = ctx.batch.min(ctx.tx.room()).max(1);
             let received = tokio::select! {
                 biased;
                 _ = &mut stop => return parked,
-                received = parked.consumer.recv_batch(ctx.batch) => received,
+                received = parked.consumer.recv_batch(want) => received,
             };
             let backoff_from = ctx.receive(&mut parked, received);
             ctx.signal.set_pending(parked.pending.len());
@@ -488,25 +509,20 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
                 }
             }
             continue;
-        };
-        let terminal = matches!(front.event, Event::Closed);
-        tokio::select! {
+        }
+        let sent = tokio::select! {
             biased;
             _ = &mut stop => return parked,
-            permit = ctx.tx.reserve() => {
-                let Ok(permit) = permit else { return parked };
-                let Some(delivered) = parked.pending.pop_front() else { continue };
-                let tick = matches!(&delivered.event, Event::Msg(m) if m.is_time_tick());
-                permit.send(delivered);
-                ctx.signal.set_pending(parked.pending.len());
-                if tick {
-                    ctx.signal.tick_queued();
-                }
-                if terminal {
-                    let _ = stop.await;
-                    return parked;
-                }
-            }
+            sent = ctx.tx.send(&mut parked.pending) => sent,
+        };
+        let Ok(sent) = sent else { return parked };
+        ctx.signal.set_pending(parked.pending.len());
+        if sent.ticks > 0 {
+            ctx.signal.add_ticks_queued(sent.ticks);
+        }
+        if sent.closed {
+            let _ = stop.await;
+            return parked;
         }
     }
 }

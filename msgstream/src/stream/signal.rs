@@ -16,9 +16,9 @@ pub(crate) struct PumpSignal {
 }
 
 impl PumpSignal {
-    /// A tick was put into the queue.
-    pub(crate) fn tick_queued(&self) {
-        self.ticks_queued.fetch_add(1, Ordering::AcqRel);
+    /// `count` ticks were put into the queue.
+    pub(crate) fn add_ticks_queued(&self, count: u64) {
+        self.ticks_queued.fetch_add(count, Ordering::AcqRel);
         self.notify.notify_waiters();
     }
 

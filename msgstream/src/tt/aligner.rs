@@ -22,7 +22,7 @@
 //! - A message at or below an emitted `end_ts` (only on reordering backends) is **late**: counted,
 //!   and reported or dropped by [`LatePolicy`], never folded into a later pack.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 
 use crate::msg::{Ids, MsgBody, MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
@@ -58,7 +58,9 @@ struct ChannelState {
     floor: Option<u64>,
     last_tick_read: Option<MsgPosition>,
     start: Option<MsgPosition>,
-    buffered: VecDeque<TsMsg>,
+    /// In arrival order. A `Vec`, so that a pack takes a channel's messages in one move and
+    /// the channel keeps its capacity for the next pack.
+    buffered: Vec<TsMsg>,
 }
 
 /// The alignment state machine (see the module docs for its rules).
@@ -66,6 +68,11 @@ struct ChannelState {
 pub struct TimetickAligner {
     channels: Vec<ChannelState>,
     last_end: u64,
+    /// [`Self::watermark`], kept up to date: it changes only with a tick or a pack, and the
+    /// driver asks for it (through [`Self::next_channel`]) once per message.
+    watermark: Option<u64>,
+    /// [`Self::next_channel`], kept up to date for the same reason.
+    reading: Option<usize>,
     late_policy: LatePolicy,
     buffered: usize,
     peak_buffered: usize,
@@ -83,17 +90,39 @@ impl TimetickAligner {
                 floor: None,
                 last_tick_read: None,
                 start: None,
-                buffered: VecDeque::new(),
+                buffered: Vec::new(),
             })
             .collect();
-        TimetickAligner {
+        let mut aligner = TimetickAligner {
             channels,
             last_end: 0,
+            watermark: None,
+            reading: None,
             late_policy,
             buffered: 0,
             peak_buffered: 0,
             late: 0,
-        }
+        };
+        aligner.refresh();
+        aligner
+    }
+
+    /// Recomputes the watermark and the channel to read after a tick or a pack (the only
+    /// changes of `last_tick` and `last_end`).
+    fn refresh(&mut self) {
+        self.watermark = self
+            .channels
+            .iter()
+            .map(|c| c.last_tick)
+            .try_fold(u64::MAX, |min, t| t.map(|t| min.min(t)));
+        let last_end = self.last_end;
+        self.reading = if self.watermark.is_some_and(|w| w > last_end) {
+            None
+        } else {
+            self.channels
+                .iter()
+                .position(|c| c.last_tick.is_none_or(|t| t <= last_end))
+        };
     }
 
     /// An aligner resuming from stored positions (one per channel, in subscription order): the
@@ -113,6 +142,7 @@ impl TimetickAligner {
             state.start = Some(position.clone());
         }
         aligner.last_end = positions.iter().map(|p| p.timestamp).min().unwrap_or(0);
+        aligner.refresh();
         Ok(aligner)
     }
 
@@ -123,20 +153,12 @@ impl TimetickAligner {
 
     /// The channel to read next, or `None` when a pack is ready to pop.
     pub fn next_channel(&self) -> Option<usize> {
-        if self.watermark().is_some_and(|w| w > self.last_end) {
-            return None;
-        }
-        self.channels
-            .iter()
-            .position(|c| c.last_tick.is_none_or(|t| t <= self.last_end))
+        self.reading
     }
 
     /// Min over channels of the last tick; `None` until every channel has ticked.
     pub fn watermark(&self) -> Option<u64> {
-        self.channels
-            .iter()
-            .map(|c| c.last_tick)
-            .try_fold(u64::MAX, |min, t| t.map(|t| min.min(t)))
+        self.watermark
     }
 
     /// `end_ts` of the last pack emitted (or the resume timestamp).
@@ -167,13 +189,17 @@ impl TimetickAligner {
         }
         if msg.is_time_tick() {
             let tick = msg.end_ts();
-            if state.last_tick.is_none_or(|t| tick > t) {
+            let raised = state.last_tick.is_none_or(|t| tick > t);
+            if raised {
                 state.last_tick = Some(tick);
             }
             // Reading stops right after a tick that lifts a channel above the last end, so when
             // a pack is cut the last item read on every channel is a tick: its position is the
             // fallback resume point, and only ticks need to be remembered (no clone per message).
             state.last_tick_read = msg.position;
+            if raised {
+                self.refresh();
+            }
             return Ok(());
         }
         let ts = msg.end_ts();
@@ -195,7 +221,7 @@ impl TimetickAligner {
                 }
             };
         }
-        state.buffered.push_back(msg);
+        state.buffered.push(msg);
         self.buffered += 1;
         self.peak_buffered = self.peak_buffered.max(self.buffered);
         Ok(())
@@ -215,25 +241,20 @@ impl TimetickAligner {
     pub fn pop_pack(&mut self) -> Option<MsgPack> {
         let watermark = self.watermark().filter(|w| *w > self.last_end)?;
         let begin_ts = self.last_end;
-        let mut msgs = Vec::new();
+        let mut msgs = Vec::with_capacity(self.buffered);
         let mut start_positions = Vec::with_capacity(self.channels.len());
         let mut end_positions = Vec::with_capacity(self.channels.len());
         for state in &mut self.channels {
             let before = state.buffered.len();
-            let mut seen = HashSet::new();
-            let mut kept = VecDeque::with_capacity(before);
-            for msg in state.buffered.drain(..) {
-                if msg.end_ts() > watermark {
-                    kept.push_back(msg);
-                } else if dedup_key(&msg).is_none_or(|key| seen.insert(key)) {
-                    msgs.push(msg);
-                }
+            if takes_all(&state.buffered, watermark) {
+                msgs.append(&mut state.buffered);
+            } else {
+                take_some(&mut state.buffered, watermark, &mut msgs);
             }
-            self.buffered -= before - kept.len();
-            state.buffered = kept;
+            self.buffered -= before - state.buffered.len();
             let end = state
                 .buffered
-                .front()
+                .first()
                 .and_then(|m| m.position.clone())
                 .or_else(|| state.last_tick_read.clone())
                 .or_else(|| state.start.clone())
@@ -257,6 +278,7 @@ impl TimetickAligner {
             end_positions.push(end);
         }
         self.last_end = watermark;
+        self.refresh();
         Some(MsgPack {
             begin_ts,
             end_ts: watermark,
@@ -274,7 +296,7 @@ impl TimetickAligner {
             .map(|state| {
                 let p = state
                     .buffered
-                    .front()
+                    .first()
                     .and_then(|m| m.position.clone())
                     .or_else(|| state.last_tick_read.clone())
                     .or_else(|| state.start.clone())
@@ -336,11 +358,90 @@ impl TimetickAligner {
     }
 }
 
+/// Whether a pack cut at `watermark` takes every message of `buffered`, and drops none as
+/// a duplicate: all are at or below the watermark, and the [`DedupOrder`]s of those that are
+/// de-duplicated rise strictly (the usual case: ids and timestamps grow), so no two share a
+/// key. Looks without moving anything, so the caller can then move them all at once.
+fn takes_all(buffered: &[TsMsg], watermark: u64) -> bool {
+    let mut last: Option<DedupOrder> = None;
+    for msg in buffered {
+        let end_ts = msg.end_ts();
+        if end_ts > watermark {
+            return false;
+        }
+        if let Some(order) = dedup_order(msg, end_ts) {
+            if last.is_some_and(|l| order <= l) {
+                return false;
+            }
+            last = Some(order);
+        }
+    }
+    true
+}
+
+/// Moves into `msgs` the messages of `buffered` at or below `watermark`, in order, dropping
+/// duplicates (equal [`dedup_key`]) of one taken before; the others stay in `buffered`, in
+/// order.
+fn take_some(buffered: &mut Vec<TsMsg>, watermark: u64, msgs: &mut Vec<TsMsg>) {
+    let first = msgs.len();
+    // While the keys of the messages taken rise strictly none can repeat, so no set is
+    // needed; the first that does not rise switches to the set, seeded with what was taken.
+    let mut last: Option<DedupOrder> = None;
+    let mut seen: Option<HashSet<DedupKey>> = None;
+    let mut kept = Vec::new();
+    for msg in std::mem::take(buffered) {
+        let end_ts = msg.end_ts();
+        if end_ts > watermark {
+            kept.push(msg);
+            continue;
+        }
+        let emit = match (&mut seen, dedup_order(&msg, end_ts)) {
+            (_, None) => true,
+            (None, Some(order)) if last.is_none_or(|l| order > l) => {
+                last = Some(order);
+                true
+            }
+            (set, Some(_)) => {
+                let set = set.get_or_insert_with(|| {
+                    msgs.get(first..)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(dedup_key)
+                        .collect()
+                });
+                dedup_key(&msg).is_none_or(|key| set.insert(key))
+            }
+        };
+        if emit {
+            msgs.push(msg);
+        }
+    }
+    *buffered = kept;
+}
+
+/// The identity of an Insert/Delete delivery as [`dedup_key`] has it.
+type DedupKey = (i32, i64, u64, u64, i64, Option<Ids>);
+
+/// The scalar part of a [`DedupKey`] (all but the delete's first key), ordered: cheap to
+/// compute and to compare, with no allocation. Two messages whose orders differ have
+/// different keys.
+type DedupOrder = (u64, u64, i32, i64, i64);
+
+/// [`DedupOrder`] of `msg`, whose `end_ts` is given; `None` for kinds never de-duplicated.
+fn dedup_order(msg: &TsMsg, end_ts: u64) -> Option<DedupOrder> {
+    let first_row = match &msg.body {
+        MsgBody::Insert(m) => m.row_ids.first().copied().unwrap_or_default(),
+        MsgBody::Delete(m) => m.int64_primary_keys.first().copied().unwrap_or_default(),
+        _ => return None,
+    };
+    Some((end_ts, msg.begin_ts(), msg.msg_type(), msg.id(), first_row))
+}
+
 /// Identity of an Insert/Delete delivery for in-pack de-duplication: a re-delivered or
 /// re-produced message repeats all of it, while the rows a repack split from one request differ
 /// in their row ids, keys or timestamps. A delete's key may be in either form (`primary_keys`,
 /// integer or string, or the legacy `int64_primary_keys`), so both are part of the identity.
-fn dedup_key(msg: &TsMsg) -> Option<(i32, i64, u64, u64, i64, Option<Ids>)> {
+fn dedup_key(msg: &TsMsg) -> Option<DedupKey> {
     let (first_row, first_key) = match &msg.body {
         MsgBody::Insert(m) => (m.row_ids.first().copied().unwrap_or_default(), None),
         MsgBody::Delete(m) => (

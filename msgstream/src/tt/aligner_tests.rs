@@ -300,3 +300,124 @@ proptest! {
         }
     }
 }
+
+/// One message of [`packs_drop_exactly_the_duplicates`]: kind (insert, delete by primary key,
+/// delete by legacy key, timetick-less DDL), header id, timestamp, first row or key.
+fn dedup_candidate((kind, id, ts, row): (u8, i64, u64, i64)) -> TsMsg {
+    let base = |t: MsgType| Some(MsgBase::new(t as i32, id, ts));
+    TsMsg::new(match kind {
+        0 => MsgBody::Insert(InsertRequest {
+            base: base(MsgType::Insert),
+            timestamps: vec![ts],
+            row_ids: vec![row],
+            num_rows: 1,
+            ..Default::default()
+        }),
+        1 => MsgBody::Delete(DeleteRequest {
+            base: base(MsgType::Delete),
+            timestamps: vec![ts],
+            primary_keys: Some(if row % 2 == 0 {
+                Ids::ints(vec![row])
+            } else {
+                Ids::strings(vec![format!("k{row}")])
+            }),
+            num_rows: 1,
+            ..Default::default()
+        }),
+        2 => MsgBody::Delete(DeleteRequest {
+            base: base(MsgType::Delete),
+            timestamps: vec![ts],
+            int64_primary_keys: vec![row],
+            num_rows: 1,
+            ..Default::default()
+        }),
+        _ => MsgBody::DropPartition(crate::msg::DropPartitionRequest {
+            base: base(MsgType::DropPartition),
+            ..Default::default()
+        }),
+    })
+}
+
+/// The documented de-duplication, written plainly: per pack, the messages at or below its
+/// end, in arrival order, each Insert/Delete dropped when one with the same identity (kind,
+/// id, timestamps, first row or key) was taken into that pack before.
+fn reference_packs(msgs: &[TsMsg], ends: &[u64]) -> Vec<Vec<TsMsg>> {
+    let identity = |m: &TsMsg| -> Option<String> {
+        let first = match &m.body {
+            MsgBody::Insert(r) => format!("{:?}", r.row_ids.first()),
+            MsgBody::Delete(r) => format!(
+                "{:?}/{:?}",
+                r.int64_primary_keys.first(),
+                r.primary_keys.as_ref().and_then(|ids| ids.row(0))
+            ),
+            _ => return None,
+        };
+        Some(format!(
+            "{}/{}/{}/{}/{first}",
+            m.msg_type(),
+            m.id(),
+            m.begin_ts(),
+            m.end_ts()
+        ))
+    };
+    let mut left: Vec<TsMsg> = msgs.to_vec();
+    let mut packs = Vec::new();
+    let mut begin = 0;
+    for &end in ends {
+        let mut seen = std::collections::HashSet::new();
+        let (taken, rest): (Vec<TsMsg>, Vec<TsMsg>) =
+            left.into_iter().partition(|m| m.end_ts() <= end);
+        packs.push(
+            taken
+                .into_iter()
+                .filter(|m| m.end_ts() > begin)
+                .filter(|m| identity(m).is_none_or(|key| seen.insert(key)))
+                .collect(),
+        );
+        left = rest;
+        begin = end;
+    }
+    packs
+}
+
+proptest! {
+    #[test]
+    fn packs_drop_exactly_the_duplicates(
+        mut raw in prop::collection::vec((0u8..4, 0i64..3, 1u64..9, 0i64..3), 0..24),
+        cut in 1u64..9,
+        sorted in prop::bool::ANY,
+    ) {
+        if sorted {
+            // Mostly rising keys with repeats side by side: the shape of real channels.
+            raw.sort_by_key(|&(kind, id, ts, row)| (ts, kind, id, row));
+        }
+        let mut msgs: Vec<TsMsg> = raw.into_iter().map(dedup_candidate).collect();
+        for (i, msg) in msgs.iter_mut().enumerate() {
+            msg.position = Some(MsgPosition {
+                channel_name: "a".into(),
+                msg_id: MessageId::from_u64(i as u64).as_bytes().to_vec(),
+                ..MsgPosition::default()
+            });
+        }
+        let tick = |ts: u64, id: u64| {
+            let mut t = TsMsg::time_tick(ts);
+            t.position = Some(MsgPosition {
+                channel_name: "a".into(),
+                msg_id: MessageId::from_u64(1_000 + id).as_bytes().to_vec(),
+                ..MsgPosition::default()
+            });
+            t
+        };
+        let mut aligner = TimetickAligner::new(vec!["a".into()], LatePolicy::Error);
+        for msg in &msgs {
+            aligner.push(0, msg.clone()).expect("nothing is late before the first pack");
+        }
+        aligner.push(0, tick(cut, 0)).expect("tick");
+        let first = aligner.pop_pack().expect("first pack");
+        aligner.push(0, tick(10, 1)).expect("tick");
+        let second = aligner.pop_pack().expect("second pack");
+        let want = reference_packs(&msgs, &[cut, 10]);
+        prop_assert_eq!(&first.msgs, &want[0]);
+        prop_assert_eq!(&second.msgs, &want[1]);
+    }
+}

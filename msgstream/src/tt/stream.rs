@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::Stream;
-use tokio::sync::mpsc;
 
 use super::aligner::{TimetickAligner, WatermarkHolder};
 use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition};
 use crate::stream::producers::{producing_methods, Producers};
-use crate::stream::pump::{Delivered, Event, Pumps};
+use crate::stream::pump::{Event, Pumps};
+use crate::stream::queue::{queue, QueueReader};
 use crate::stream::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
     StreamOptions,
@@ -61,7 +61,7 @@ struct TtSide {
     /// The subscription, naming this stream in metrics.
     subscription: String,
     pumps: Pumps,
-    receivers: Vec<mpsc::Receiver<Delivered>>,
+    receivers: Vec<QueueReader>,
     aligner: TimetickAligner,
     closed: bool,
     packs: u64,
@@ -76,6 +76,12 @@ struct TtSide {
 }
 
 impl TtSide {
+    /// Frees the queue room of every message taken: before the stream waits for anything or
+    /// returns, so that no pump waits for room the stream does not need.
+    fn release(&mut self) {
+        self.receivers.iter_mut().for_each(QueueReader::release);
+    }
+
     /// Commits every channel up to `positions` (end positions, in channel order).
     async fn commit_to(&mut self, positions: &[MsgPosition]) -> Result<()> {
         for (index, position) in positions.iter().enumerate() {
@@ -160,7 +166,7 @@ impl TtMsgStream {
         let mut commits = CommitLog::new(pumps.cumulative_acks());
         let mut receivers = Vec::with_capacity(channels.len());
         for consumer in consumers {
-            let (tx, rx) = mpsc::channel(buffer);
+            let (tx, rx) = queue(buffer);
             let topic = consumer.topic().to_string();
             let (_, acker) = pumps.add(consumer, tx);
             commits.add_channel(acker, &topic);
@@ -203,11 +209,8 @@ impl TtMsgStream {
             }
             if let Some(pack) = side.aligner.pop_pack() {
                 side.packs += 1;
-                let queued: usize = side
-                    .receivers
-                    .iter()
-                    .map(mpsc::Receiver::len)
-                    .sum::<usize>()
+                side.release();
+                let queued: usize = side.receivers.iter().map(QueueReader::held).sum::<usize>()
                     + side.pumps.pending();
                 side.peak_buffered = side
                     .peak_buffered
@@ -246,12 +249,25 @@ impl TtMsgStream {
                             *since = Some(SystemTime::now());
                         }
                     }
+                    side.release();
                     signal.wait_for_tick_after(taken).await;
                     continue;
                 }
             }
-            let delivered = side.receivers.get_mut(channel)?.recv().await?;
-            if matches!(&delivered.event, Event::Msg(m) if m.is_time_tick()) {
+            let receiver = side.receivers.get_mut(channel)?;
+            let delivered = match receiver.try_next() {
+                Some(delivered) => delivered,
+                None => {
+                    side.release();
+                    side.receivers.get_mut(channel)?.recv().await?
+                }
+            };
+            if delivered.is_tick() {
+                // The aligner moves on to another channel after a tick, mostly: give this
+                // channel's pump its room back now rather than at the pack.
+                if let Some(receiver) = side.receivers.get_mut(channel) {
+                    receiver.release();
+                }
                 if let Some(taken) = side.ticks_taken.get_mut(channel) {
                     *taken += 1;
                 }

@@ -25,6 +25,7 @@ use crate::{Rocksmq, Subscription};
 /// until closed or dropped.
 pub struct RocksmqConsumer {
     subscription: Subscription,
+    /// Read but not yet handed over, in order.
     buffer: VecDeque<Message>,
     capacity: usize,
     lease: Lease,
@@ -114,8 +115,12 @@ impl Consumer for RocksmqConsumer {
                 return Ok(Vec::new());
             }
             if !self.buffer.is_empty() {
-                let n = max.min(self.buffer.len());
-                return Ok(self.buffer.drain(..n).collect());
+                // The buffer is a read's `Vec` taken over whole, so handing all of it back
+                // moves nothing; only a part is moved message by message.
+                if self.buffer.len() <= max {
+                    return Ok(Vec::from(std::mem::take(&mut self.buffer)));
+                }
+                return Ok(self.buffer.drain(..max).collect());
             }
             let delivery = Delivery {
                 epoch: self.acks.epoch.load(Ordering::Acquire),
@@ -128,7 +133,7 @@ impl Consumer for RocksmqConsumer {
             match read {
                 // The whole read fits: hand it over without staging it in the buffer.
                 Ok(batch) if batch.len() <= max => return Ok(batch),
-                Ok(batch) => self.buffer.extend(batch),
+                Ok(batch) => self.buffer = VecDeque::from(batch),
                 Err(Error::Closed(_)) => return Ok(Vec::new()),
                 Err(e) => return Err(e),
             }
