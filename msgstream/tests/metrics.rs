@@ -7,7 +7,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -18,72 +18,14 @@ use msgstream::mq::{
 };
 use msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
 use msgstream::stream::{MsgStream, StreamOptions};
+use msgstream::testkit::metrics::recorded;
 use msgstream::testkit::unique;
 use msgstream::tt::TtMsgStream;
 use msgstream::{Error, Result};
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
-use opentelemetry_sdk::metrics::reader::MetricReader;
-use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
-
-/// The provider's reader, shared with the tests so they can collect.
-#[derive(Debug, Clone)]
-struct Shared(Arc<ManualReader>);
-
-impl MetricReader for Shared {
-    fn register_pipeline(&self, pipeline: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
-        self.0.register_pipeline(pipeline)
-    }
-    fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.collect(rm)
-    }
-    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.force_flush()
-    }
-    fn shutdown_with_timeout(&self, timeout: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.shutdown_with_timeout(timeout)
-    }
-    fn temporality(
-        &self,
-        kind: opentelemetry_sdk::metrics::InstrumentKind,
-    ) -> opentelemetry_sdk::metrics::Temporality {
-        self.0.temporality(kind)
-    }
-}
-
-/// The process's reader, installed with its provider on first call.
-fn reader() -> &'static Shared {
-    static READER: OnceLock<(Shared, SdkMeterProvider)> = OnceLock::new();
-    let (reader, _) = READER.get_or_init(|| {
-        let reader = Shared(Arc::new(ManualReader::builder().build()));
-        let provider = SdkMeterProvider::builder()
-            .with_reader(reader.clone())
-            .build();
-        opentelemetry::global::set_meter_provider(provider.clone());
-        (reader, provider)
-    });
-    reader
-}
 
 /// Sum of counter `name` over the data points having attribute `key` = `value`.
 fn counted(name: &str, key: &str, value: &str) -> u64 {
-    let mut rm = ResourceMetrics::default();
-    reader().collect(&mut rm).expect("collect");
-    let mut total = 0;
-    for scope in rm.scope_metrics() {
-        for metric in scope.metrics().filter(|m| m.name() == name) {
-            if let AggregatedMetrics::U64(MetricData::Sum(sum)) = metric.data() {
-                total += sum
-                    .data_points()
-                    .filter(|p| {
-                        p.attributes()
-                            .any(|kv| kv.key.as_str() == key && kv.value.as_str() == value)
-                    })
-                    .map(|p| p.value())
-                    .sum::<u64>();
-            }
-        }
-    }
-    total
+    recorded().counter(name, key, value)
 }
 
 /// Waits (10 s at most) until `check` holds.
@@ -122,7 +64,7 @@ async fn produce(client: &Arc<dyn Client>, channel: &str, msgs: Vec<TsMsg>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_channel_capped_for_not_ticking_counts_one_stall() {
-    reader();
+    recorded();
     let client: Arc<dyn Client> = Arc::new(MemoryClient::new());
     let (ticking, silent) = (unique("ticking"), unique("silent"));
     produce(
@@ -270,7 +212,7 @@ impl Client for FlakyReceive {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_receive_errors_are_retried_and_counted() {
-    reader();
+    recorded();
     let before = counted("msgstream.retries", "operation", "receive");
     let client: Arc<dyn Client> = Arc::new(FlakyReceive {
         inner: MemoryClient::new(),
