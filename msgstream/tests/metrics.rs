@@ -10,18 +10,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use msgstream::mem::MemoryClient;
-use msgstream::mq::{
-    Acker, Capabilities, Client, Consumer, ConsumerOptions, InitialPosition, Message, MessageId,
-    Producer, Reader, ReaderOptions,
-};
+use msgstream::mq::{Client, InitialPosition};
 use msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
 use msgstream::stream::{MsgStream, StreamOptions};
+use msgstream::testkit::faults::{Call, FaultyClient};
 use msgstream::testkit::metrics::recorded;
 use msgstream::testkit::unique;
 use msgstream::tt::TtMsgStream;
-use msgstream::{Error, Result};
+use msgstream::Error;
 
 /// Sum of counter `name` over the data points having attribute `key` = `value`.
 fn counted(name: &str, key: &str, value: &str) -> u64 {
@@ -122,102 +119,22 @@ async fn a_channel_capped_for_not_ticking_counts_one_stall() {
     stream.close().await;
 }
 
-/// The memory backend, except that the first `failures` receives of each consumer fail
-/// transiently (a broker briefly away).
-struct FlakyReceive {
-    inner: MemoryClient,
-    failures: usize,
-}
-
-struct FlakyConsumer {
-    inner: Box<dyn Consumer>,
-    failures_left: AtomicUsize,
-}
-
-impl FlakyConsumer {
-    fn fail_now(&self) -> bool {
-        self.failures_left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-    }
-}
-
-#[async_trait]
-impl Consumer for FlakyConsumer {
-    fn topic(&self) -> &str {
-        self.inner.topic()
-    }
-    fn subscription(&self) -> &str {
-        self.inner.subscription()
-    }
-    async fn recv(&mut self) -> Result<Option<Message>> {
-        if self.fail_now() {
-            return Err(Error::transient("flaky", "the broker is briefly away"));
-        }
-        self.inner.recv().await
-    }
-    async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
-        if self.fail_now() {
-            return Err(Error::transient("flaky", "the broker is briefly away"));
-        }
-        self.inner.recv_batch(max).await
-    }
-    async fn ack(&self, message: &Message) -> Result<()> {
-        self.inner.ack(message).await
-    }
-    fn acker(&self) -> Arc<dyn Acker> {
-        self.inner.acker()
-    }
-    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
-        self.inner.seek(id, inclusive).await
-    }
-    async fn latest_message_id(&self) -> Result<Option<MessageId>> {
-        self.inner.latest_message_id().await
-    }
-    async fn close(&mut self) {
-        self.inner.close().await
-    }
-}
-
-#[async_trait]
-impl Client for FlakyReceive {
-    fn backend_name(&self) -> &'static str {
-        "flaky"
-    }
-    async fn create_producer(&self, topic: &str) -> Result<Box<dyn Producer>> {
-        self.inner.create_producer(topic).await
-    }
-    async fn subscribe(&self, options: ConsumerOptions) -> Result<Box<dyn Consumer>> {
-        Ok(Box::new(FlakyConsumer {
-            inner: self.inner.subscribe(options).await?,
-            failures_left: AtomicUsize::new(self.failures),
-        }))
-    }
-    async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>> {
-        self.inner.create_reader(options).await
-    }
-    fn earliest_message_id(&self) -> MessageId {
-        self.inner.earliest_message_id()
-    }
-    fn message_id_from_bytes(&self, bytes: &[u8]) -> Result<MessageId> {
-        self.inner.message_id_from_bytes(bytes)
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn close(&self) {
-        self.inner.close().await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_receive_errors_are_retried_and_counted() {
     recorded();
     let before = counted("msgstream.retries", "operation", "receive");
-    let client: Arc<dyn Client> = Arc::new(FlakyReceive {
-        inner: MemoryClient::new(),
-        failures: 2,
-    });
+    // The first two receives fail transiently (a broker briefly away).
+    let failures = AtomicUsize::new(2);
+    let client: Arc<dyn Client> = Arc::new(FaultyClient::new(
+        Arc::new(MemoryClient::new()),
+        move |call| {
+            let fail = matches!(call, Call::Receive(_))
+                && failures
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+            fail.then(|| Error::transient("flaky", "the broker is briefly away"))
+        },
+    ));
     let channel = unique("flaky");
     produce(&client, &channel, vec![insert(1, 1), insert(2, 2)]).await;
     let mut stream = MsgStream::new(client.clone(), StreamOptions::default());

@@ -5,99 +5,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use async_trait::async_trait;
-
 use crate::mem::MemoryClient;
-use crate::mq::{
-    Acker, Capabilities, Client, Consumer, ConsumerOptions, InitialPosition, Message, MessageId,
-    Producer, Reader, ReaderOptions,
-};
+use crate::mq::{Client, InitialPosition};
 use crate::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgPosition, MsgType, TsMsg};
 use crate::stream::{MsgStream, StreamOptions};
+use crate::testkit::faults::{Call, FaultyClient};
 use crate::tt::TtMsgStream;
-use crate::{Error, Result};
-
-/// The memory backend, except that seeking a consumer of `failing` fails while `armed` (a
-/// broker lost between the checks and the move).
-#[derive(Clone)]
-struct FailingSeek {
-    inner: MemoryClient,
-    failing: String,
-    armed: Arc<AtomicBool>,
-}
-
-struct FailingConsumer {
-    inner: Box<dyn Consumer>,
-    fail: bool,
-    armed: Arc<AtomicBool>,
-}
-
-#[async_trait]
-impl Consumer for FailingConsumer {
-    fn topic(&self) -> &str {
-        self.inner.topic()
-    }
-    fn subscription(&self) -> &str {
-        self.inner.subscription()
-    }
-    async fn recv(&mut self) -> Result<Option<Message>> {
-        self.inner.recv().await
-    }
-    async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
-        self.inner.recv_batch(max).await
-    }
-    async fn ack(&self, message: &Message) -> Result<()> {
-        self.inner.ack(message).await
-    }
-    fn acker(&self) -> Arc<dyn Acker> {
-        self.inner.acker()
-    }
-    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
-        if self.fail && self.armed.load(Ordering::SeqCst) {
-            return Err(Error::transient("test", "the broker went away mid-seek"));
-        }
-        self.inner.seek(id, inclusive).await
-    }
-    async fn latest_message_id(&self) -> Result<Option<MessageId>> {
-        self.inner.latest_message_id().await
-    }
-    async fn close(&mut self) {
-        self.inner.close().await
-    }
-}
-
-#[async_trait]
-impl Client for FailingSeek {
-    fn backend_name(&self) -> &'static str {
-        "failing-seek"
-    }
-    async fn create_producer(&self, topic: &str) -> Result<Box<dyn Producer>> {
-        self.inner.create_producer(topic).await
-    }
-    async fn subscribe(&self, options: ConsumerOptions) -> Result<Box<dyn Consumer>> {
-        let fail = options.topic == self.failing;
-        Ok(Box::new(FailingConsumer {
-            inner: self.inner.subscribe(options).await?,
-            fail,
-            armed: self.armed.clone(),
-        }))
-    }
-    async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>> {
-        self.inner.create_reader(options).await
-    }
-    fn earliest_message_id(&self) -> MessageId {
-        self.inner.earliest_message_id()
-    }
-    fn message_id_from_bytes(&self, bytes: &[u8]) -> Result<MessageId> {
-        self.inner.message_id_from_bytes(bytes)
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn close(&self) {
-        self.inner.close().await
-    }
-}
+use crate::Error;
 
 fn insert(row: i64, ts: u64) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
@@ -122,11 +36,15 @@ fn row(msg: &TsMsg) -> i64 {
 async fn setup(packs: u64) -> (Arc<dyn Client>, Arc<AtomicBool>, [String; 2]) {
     let names = ["a".to_string(), "b".to_string()];
     let armed = Arc::new(AtomicBool::new(false));
-    let client: Arc<dyn Client> = Arc::new(FailingSeek {
-        inner: MemoryClient::new(),
-        failing: names[1].clone(),
-        armed: armed.clone(),
-    });
+    // Seeking `b` fails once armed: a broker lost between the checks and the move.
+    let (failing, fault_armed) = (names[1].clone(), armed.clone());
+    let client: Arc<dyn Client> = Arc::new(FaultyClient::new(
+        Arc::new(MemoryClient::new()),
+        move |call| {
+            (call == Call::Seek(&failing) && fault_armed.load(Ordering::SeqCst))
+                .then(|| Error::transient("test", "the broker went away mid-seek"))
+        },
+    ));
     for (c, name) in names.iter().enumerate() {
         let mut out = TtMsgStream::new(client.clone(), StreamOptions::default());
         out.as_producer(&[name.as_str()]).await.expect("producer");

@@ -14,6 +14,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod contract_checks;
+pub mod faults;
 pub mod metrics;
 mod mq_checks;
 mod stream_checks;
