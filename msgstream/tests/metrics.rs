@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use msgstream::mem::MemoryClient;
 use msgstream::mq::{Client, InitialPosition};
-use msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
+use msgstream::msg::{MsgBody, MsgPack, TsMsg};
 use msgstream::stream::{MsgStream, StreamOptions};
 use msgstream::testkit::faults::{Call, FaultyClient};
 use msgstream::testkit::metrics::recorded;
-use msgstream::testkit::unique;
+use msgstream::testkit::{insert, unique};
 use msgstream::tt::TtMsgStream;
 use msgstream::Error;
 
@@ -34,17 +34,6 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     })
     .await
     .unwrap_or_else(|_| panic!("timed out waiting for: {what}"));
-}
-
-fn insert(row: i64, ts: u64) -> TsMsg {
-    TsMsg::new(MsgBody::Insert(InsertRequest {
-        base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
-        timestamps: vec![ts],
-        row_ids: vec![row],
-        num_rows: 1,
-        ..Default::default()
-    }))
-    .with_hash_keys(vec![0])
 }
 
 async fn produce(client: &Arc<dyn Client>, channel: &str, msgs: Vec<TsMsg>) {
@@ -73,7 +62,7 @@ async fn a_channel_capped_for_not_ticking_counts_one_stall() {
     produce(
         &client,
         &silent,
-        (1..=8).map(|i| insert(i, i as u64)).collect(),
+        (1..=8).map(|i| insert(i, i as u64, 0)).collect(),
     )
     .await;
     let mut stream = TtMsgStream::new(
@@ -136,7 +125,7 @@ async fn transient_receive_errors_are_retried_and_counted() {
         },
     ));
     let channel = unique("flaky");
-    produce(&client, &channel, vec![insert(1, 1), insert(2, 2)]).await;
+    produce(&client, &channel, vec![insert(1, 1, 0), insert(2, 2, 0)]).await;
     let mut stream = MsgStream::new(client.clone(), StreamOptions::default());
     stream
         .as_consumer(&[channel.as_str()], "retries", InitialPosition::Earliest)

@@ -211,18 +211,7 @@ impl DecoderRegistry {
 
 /// Whether the decoded header of `body` has kind `kind`.
 fn names(body: &MsgBody, kind: i32) -> bool {
-    let header = match body {
-        MsgBody::Insert(m) => m.base.as_ref(),
-        MsgBody::Delete(m) => m.base.as_ref(),
-        MsgBody::TimeTick(m) => m.base.as_ref(),
-        MsgBody::CreateCollection(m) => m.base.as_ref(),
-        MsgBody::DropCollection(m) => m.base.as_ref(),
-        MsgBody::CreatePartition(m) => m.base.as_ref(),
-        MsgBody::DropPartition(m) => m.base.as_ref(),
-        MsgBody::DataNodeTt(m) => m.base.as_ref(),
-        MsgBody::Custom(m) | MsgBody::Unknown(m) => Some(&m.base),
-    };
-    header.is_some_and(|base| base.msg_type == kind)
+    body.header().is_some_and(|base| base.msg_type == kind)
 }
 
 /// Reads a varint, as protobuf encodes it; `None` when it is malformed or runs past the end.

@@ -67,6 +67,23 @@ pub enum MsgBody {
     Unknown(CustomMsg),
 }
 
+impl MsgBody {
+    /// The header, if the body has one.
+    pub fn header(&self) -> Option<&MsgBase> {
+        match self {
+            MsgBody::Insert(m) => m.base.as_ref(),
+            MsgBody::Delete(m) => m.base.as_ref(),
+            MsgBody::TimeTick(m) => m.base.as_ref(),
+            MsgBody::CreateCollection(m) => m.base.as_ref(),
+            MsgBody::DropCollection(m) => m.base.as_ref(),
+            MsgBody::CreatePartition(m) => m.base.as_ref(),
+            MsgBody::DropPartition(m) => m.base.as_ref(),
+            MsgBody::DataNodeTt(m) => m.base.as_ref(),
+            MsgBody::Custom(m) | MsgBody::Unknown(m) => Some(&m.base),
+        }
+    }
+}
+
 /// A typed message: body, routing keys, and where it was read from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TsMsg {
@@ -106,17 +123,7 @@ impl TsMsg {
 
     /// The header, if the body has one.
     pub fn header(&self) -> Option<&MsgBase> {
-        match &self.body {
-            MsgBody::Insert(m) => m.base.as_ref(),
-            MsgBody::Delete(m) => m.base.as_ref(),
-            MsgBody::TimeTick(m) => m.base.as_ref(),
-            MsgBody::CreateCollection(m) => m.base.as_ref(),
-            MsgBody::DropCollection(m) => m.base.as_ref(),
-            MsgBody::CreatePartition(m) => m.base.as_ref(),
-            MsgBody::DropPartition(m) => m.base.as_ref(),
-            MsgBody::DataNodeTt(m) => m.base.as_ref(),
-            MsgBody::Custom(m) | MsgBody::Unknown(m) => Some(&m.base),
-        }
+        self.body.header()
     }
 
     /// A copy of the header (a default one when the body has none).

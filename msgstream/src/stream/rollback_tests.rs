@@ -7,22 +7,12 @@ use std::sync::Arc;
 
 use crate::mem::MemoryClient;
 use crate::mq::{Client, InitialPosition};
-use crate::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgPosition, MsgType, TsMsg};
+use crate::msg::{MsgBody, MsgPack, MsgPosition, TsMsg};
 use crate::stream::{MsgStream, StreamOptions};
 use crate::testkit::faults::{Call, FaultyClient};
+use crate::testkit::insert;
 use crate::tt::TtMsgStream;
 use crate::Error;
-
-fn insert(row: i64, ts: u64) -> TsMsg {
-    TsMsg::new(MsgBody::Insert(InsertRequest {
-        base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
-        timestamps: vec![ts],
-        row_ids: vec![row],
-        num_rows: 1,
-        ..Default::default()
-    }))
-    .with_hash_keys(vec![0])
-}
 
 fn row(msg: &TsMsg) -> i64 {
     match &msg.body {
@@ -51,7 +41,11 @@ async fn setup(packs: u64) -> (Arc<dyn Client>, Arc<AtomicBool>, [String; 2]) {
         let mut msgs = Vec::new();
         for i in 1..=packs {
             for r in 0..3 {
-                msgs.push(insert((100 * c as u64 + 10 * i + r) as i64, 10 * i - 5 + r));
+                msgs.push(insert(
+                    (100 * c as u64 + 10 * i + r) as i64,
+                    10 * i - 5 + r,
+                    0,
+                ));
             }
             msgs.push(TsMsg::time_tick(10 * i).with_hash_keys(vec![0]));
         }
