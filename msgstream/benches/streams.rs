@@ -26,7 +26,9 @@ fn insert(row: i64, ts: u64, key: u32) -> TsMsg {
         base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
         timestamps: vec![ts],
         row_ids: vec![row],
-        row_data: vec![msgstream::msg::Blob { value: vec![7; 64] }],
+        row_data: vec![msgstream::msg::Blob {
+            value: vec![7; 64].into(),
+        }],
         num_rows: 1,
         ..Default::default()
     }))

@@ -39,10 +39,9 @@ enum Builtin {
 }
 
 impl Builtin {
-    /// Decodes the whole message from any buffer: from a `Bytes` payload, prost takes each
-    /// bytes field as a slice before copying it into its `Vec`, where a `&[u8]` costs an extra
-    /// allocation and copy per field (the protos have no `Bytes` fields, so nothing decoded
-    /// keeps the payload's buffer alive).
+    /// Decodes the whole message from any buffer: from a `Bytes` payload, each `Bytes` field
+    /// (row blobs, column data, delete plans) is a slice of the payload, with no allocation or
+    /// copy, where a `&[u8]` costs an allocation and a copy per field.
     fn decode(self, buf: impl prost::bytes::Buf) -> Result<MsgBody> {
         Ok(match self {
             Builtin::Insert => MsgBody::Insert(InsertRequest::decode(buf)?),
@@ -306,7 +305,7 @@ mod tests {
             timestamps: vec![10],
             row_ids: vec![1],
             num_rows: 1,
-            fields_data: vec![vec![1, 2, 3]],
+            fields_data: vec![vec![1, 2, 3].into()],
             ..Default::default()
         }));
         let tick = TsMsg::time_tick(11);

@@ -50,7 +50,9 @@ fn insert(row: u64, key: u32) -> TsMsg {
         base: Some(MsgBase::new(MsgType::Insert as i32, row as i64, row)),
         timestamps: vec![row],
         row_ids: vec![row as i64],
-        row_data: vec![Blob { value: vec![7; 64] }],
+        row_data: vec![Blob {
+            value: vec![7; 64].into(),
+        }],
         num_rows: 1,
         ..Default::default()
     }))

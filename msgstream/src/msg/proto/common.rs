@@ -138,11 +138,17 @@ pub struct MsgHeader {
 }
 
 /// One row of opaque data.
+///
+/// `Bytes`, not `Vec<u8>`: decoded from a payload held as `Bytes` (as every consumer delivers
+/// it), the row is a slice of the payload, with no allocation or copy. It then keeps the
+/// buffer it was read into alive (on rocksmq, the buffer of the read that brought it, a few
+/// KiB to a few MiB) for as long as the application holds it; `Bytes::copy_from_slice` of it
+/// detaches it. The wire encoding is the same.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Blob {
     /// The bytes.
-    #[prost(bytes = "vec", tag = "1")]
-    pub value: Vec<u8>,
+    #[prost(bytes = "bytes", tag = "1")]
+    pub value: bytes::Bytes,
 }
 
 /// Which write-ahead log a position was taken on (Milvus `WALName`), so a position stored by

@@ -51,9 +51,10 @@ pub struct InsertRequest {
     /// Row-based data, one blob per row (may be empty when column data is used).
     #[prost(message, repeated, tag = "12")]
     pub row_data: Vec<Blob>,
-    /// Milvus column data (`schema.FieldData`), kept as opaque encoded messages.
-    #[prost(bytes = "vec", repeated, tag = "13")]
-    pub fields_data: Vec<Vec<u8>>,
+    /// Milvus column data (`schema.FieldData`), kept as opaque encoded messages; slices of
+    /// the payload when decoded from `Bytes` (see [`Blob`]).
+    #[prost(bytes = "bytes", repeated, tag = "13")]
+    pub fields_data: Vec<bytes::Bytes>,
     /// Number of rows.
     #[prost(uint64, tag = "14")]
     pub num_rows: u64,
@@ -107,9 +108,10 @@ pub struct DeleteRequest {
     /// Segment the rows are deleted from.
     #[prost(int64, tag = "13")]
     pub segment_id: i64,
-    /// The delete expression, as a serialized plan.
-    #[prost(bytes = "vec", tag = "14")]
-    pub serialized_expr_plan: Vec<u8>,
+    /// The delete expression, as a serialized plan; a slice of the payload when decoded from
+    /// `Bytes` (see [`Blob`]).
+    #[prost(bytes = "bytes", tag = "14")]
+    pub serialized_expr_plan: bytes::Bytes,
 }
 
 /// Primary keys (Milvus `schema.IDs`): a list of integers or a list of strings.

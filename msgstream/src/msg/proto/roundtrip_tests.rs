@@ -59,7 +59,12 @@ fn insert() -> impl Strategy<Value = MsgBody> {
     let rows = (
         vec(any::<u64>(), 0..4),
         vec(any::<i64>(), 0..4),
-        vec(bytes().prop_map(|value| Blob { value }), 0..3),
+        vec(
+            bytes().prop_map(|value| Blob {
+                value: value.into(),
+            }),
+            0..3,
+        ),
         vec(bytes(), 0..3),
     );
     let rest = (any::<u64>(), 0..3i32, option::of(text()));
@@ -78,7 +83,7 @@ fn insert() -> impl Strategy<Value = MsgBody> {
                 timestamps: rows.0,
                 row_ids: rows.1,
                 row_data: rows.2,
-                fields_data: rows.3,
+                fields_data: rows.3.into_iter().map(Into::into).collect(),
                 num_rows,
                 version,
                 namespace,
@@ -118,7 +123,7 @@ fn delete() -> impl Strategy<Value = MsgBody> {
                 num_rows: rows.2,
                 primary_keys: rows.3,
                 segment_id: ids.3,
-                serialized_expr_plan,
+                serialized_expr_plan: serialized_expr_plan.into(),
             })
         },
     )

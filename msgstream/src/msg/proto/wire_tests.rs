@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::msg::{CustomMsg, DecoderRegistry, MsgBody, TsMsg};
+use bytes::Bytes;
 
 /// The part of a header after `msg_type`: msg_id 7 (2), timestamp 100 (3), source_id 2 (4),
 /// target_id 3 (5), properties {"k": "v"} then {"e": ""} (6, in that order, the empty value
@@ -104,8 +105,10 @@ fn column_based_insert() {
             segment_id: 4,
             timestamps: vec![100, 200],
             row_ids: vec![-1, 5],
-            row_data: vec![Blob { value: vec![0xaa] }],
-            fields_data: vec![vec![0x08, 0x05, 0x12, 0x01, 0x66], Vec::new()],
+            row_data: vec![Blob {
+                value: vec![0xaa].into(),
+            }],
+            fields_data: vec![vec![0x08, 0x05, 0x12, 0x01, 0x66].into(), Bytes::new()],
             num_rows: 2,
             version: InsertDataVersion::ColumnBased as i32,
             namespace: Some("n".into()),
@@ -153,7 +156,7 @@ fn delete_with_int_keys() {
             num_rows: 2,
             primary_keys: Some(Ids::ints(vec![10, 11])),
             segment_id: 4,
-            serialized_expr_plan: vec![1, 2],
+            serialized_expr_plan: vec![1, 2].into(),
         }),
     );
 }
@@ -184,7 +187,7 @@ fn delete_with_string_keys() {
             num_rows: 2,
             primary_keys: Some(Ids::strings(vec!["a".into(), "bc".into()])),
             segment_id: 4,
-            serialized_expr_plan: vec![1, 2],
+            serialized_expr_plan: vec![1, 2].into(),
             ..DeleteRequest::default()
         }),
     );

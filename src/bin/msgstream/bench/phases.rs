@@ -31,7 +31,7 @@ fn row(id: u64, payload: &[u8]) -> TsMsg {
         timestamps: vec![id + 1],
         row_ids: vec![id as i64],
         row_data: vec![Blob {
-            value: payload.to_vec(),
+            value: payload.to_vec().into(),
         }],
         num_rows: 1,
         ..Default::default()

@@ -48,7 +48,9 @@ pub fn build(kind: Kind, id: i64, ts: u64, key: u32, payload: Vec<u8>) -> Result
             base: Some(MsgBase::new(MsgType::Insert as i32, id, ts)),
             timestamps: vec![ts],
             row_ids: vec![id],
-            row_data: vec![Blob { value: payload }],
+            row_data: vec![Blob {
+                value: payload.into(),
+            }],
             num_rows: 1,
             ..Default::default()
         }),
@@ -105,7 +107,7 @@ pub fn describe(msg: &TsMsg) -> Described {
             "insert".to_string(),
             m.row_data
                 .first()
-                .map(|b| b.value.clone())
+                .map(|b| b.value.to_vec())
                 .unwrap_or_default(),
         ),
         MsgBody::Delete(m) => (

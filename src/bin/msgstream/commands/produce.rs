@@ -87,7 +87,7 @@ fn insert_row(id: i64, ts: u64, payload: &[u8]) -> TsMsg {
         timestamps: vec![ts],
         row_ids: vec![id],
         row_data: vec![Blob {
-            value: payload.to_vec(),
+            value: payload.to_vec().into(),
         }],
         num_rows: 1,
         ..Default::default()
