@@ -22,9 +22,9 @@ fn stored(positions: &[MsgPosition]) -> Vec<StoredPosition> {
     positions
         .iter()
         .map(|p| StoredPosition {
-            channel: p.channel_name.clone(),
+            channel: p.channel_name.to_string(),
             msg_id: p.msg_id.iter().map(|b| format!("{b:02x}")).collect(),
-            group: p.msg_group.clone(),
+            group: p.msg_group.to_string(),
             timestamp: p.timestamp,
         })
         .collect()
@@ -79,14 +79,16 @@ pub fn load(path: &Path) -> Result<Vec<MsgPosition>> {
         .into_iter()
         .map(|s| {
             Ok(MsgPosition {
-                msg_id: decode_hex(&s.msg_id).ok_or_else(|| {
-                    bad(format!(
-                        "msg_id {:?} of {:?} is not hex",
-                        s.msg_id, s.channel
-                    ))
-                })?,
-                channel_name: s.channel,
-                msg_group: s.group,
+                msg_id: decode_hex(&s.msg_id)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "msg_id {:?} of {:?} is not hex",
+                            s.msg_id, s.channel
+                        ))
+                    })?
+                    .into(),
+                channel_name: s.channel.into(),
+                msg_group: s.group.into(),
                 timestamp: s.timestamp,
                 ..MsgPosition::default()
             })
@@ -117,7 +119,7 @@ mod tests {
         let path = dir.path().join("p.json");
         let positions = vec![MsgPosition {
             channel_name: "a".into(),
-            msg_id: vec![0, 1, 0xab],
+            msg_id: vec![0, 1, 0xab].into(),
             msg_group: "g".into(),
             timestamp: 42,
             ..MsgPosition::default()

@@ -3,6 +3,7 @@
 mod dispatcher;
 mod pack;
 mod proto;
+mod shared_str;
 mod tsmsg;
 
 pub use dispatcher::{Decoder, DecoderRegistry};
@@ -13,4 +14,5 @@ pub use proto::{
     LongArray, MsgBase, MsgHeader, MsgPosition, MsgType, Property, ReplicateInfo, SegmentStats,
     StringArray, TimeTickMsg, WalName,
 };
+pub use shared_str::SharedStr;
 pub use tsmsg::{CustomMsg, MsgBody, TsMsg};

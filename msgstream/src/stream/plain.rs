@@ -176,7 +176,7 @@ impl MsgStream {
         let Some(side) = self.consumers.as_mut() else {
             return match positions.first() {
                 Some(p) => Err(Error::NotSubscribed {
-                    channel: p.channel_name.clone(),
+                    channel: p.channel_name.to_string(),
                 }),
                 None => Ok(()),
             };
@@ -230,7 +230,7 @@ impl MsgStream {
             .ok_or_else(|| Error::NotSubscribed {
                 channel: positions
                     .first()
-                    .map(|p| p.channel_name.clone())
+                    .map(|p| p.channel_name.to_string())
                     .unwrap_or_default(),
             })?;
         let mut targets = Vec::with_capacity(positions.len());
@@ -250,7 +250,7 @@ impl MsgStream {
         let named: Vec<(String, MessageId)> = positions
             .iter()
             .zip(&targets)
-            .map(|(p, (_, id))| (p.channel_name.clone(), id.clone()))
+            .map(|(p, (_, id))| (p.channel_name.to_string(), id.clone()))
             .collect();
         precheck_targets(client.as_ref(), &named, inclusive).await?;
         // A channel put back resumes right after the last message the application had from

@@ -18,6 +18,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -28,7 +30,7 @@ use super::StreamOptions;
 use futures::FutureExt;
 
 use crate::mq::{Acker, Client, Consumer, Message, MessageId, Ordering};
-use crate::msg::{DecoderRegistry, MsgPosition, TsMsg};
+use crate::msg::{DecoderRegistry, MsgPosition, SharedStr, TsMsg};
 use crate::{trace, Error, Result};
 
 /// First pause after a transient receive error; doubles up to [`MAX_BACKOFF`].
@@ -217,6 +219,7 @@ impl Pumps {
         let ctx = PumpContext {
             channel: index,
             generation: slot.generation,
+            group: SharedStr::from(parked.consumer.subscription()),
             registry,
             batch: self.batch,
             tx: slot.tx.clone(),
@@ -388,6 +391,8 @@ impl Pumps {
 struct PumpContext {
     channel: usize,
     generation: u64,
+    /// The subscription, shared by the position of every message delivered.
+    group: SharedStr,
     registry: Arc<DecoderRegistry>,
     batch: usize,
     tx: Queue,
@@ -405,18 +410,19 @@ impl PumpContext {
     }
 
     /// Decodes a message into an event: the typed message, or `Failed(Decode)` naming the
-    /// channel and id. Either way the message itself travels on as the ack token.
-    fn decode(&self, consumer: &dyn Consumer, mut msg: Message) -> Delivered {
+    /// channel and id. Either way the message itself travels on as the ack token. `msg_id`
+    /// is the message's id as bytes (a slice of its batch's id buffer), for its position.
+    fn decode(&self, mut msg: Message, msg_id: Bytes) -> Delivered {
         let event = match self.registry.decode_bytes(&msg.payload) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
                 let mut ts = TsMsg::new(body);
+                // No allocation: the names are shared (the consumer's topic, the pump's
+                // group), the id is a slice of the batch's buffer.
                 ts.position = Some(MsgPosition {
-                    // `String::from`, not `to_string`: an `Arc<str>` would go through the
-                    // formatting machinery, once per message.
-                    channel_name: String::from(&*msg.topic),
-                    msg_id: msg.id.as_bytes().to_vec(),
-                    msg_group: String::from(consumer.subscription()),
+                    channel_name: SharedStr::from(msg.topic.clone()),
+                    msg_id,
+                    msg_group: self.group.clone(),
                     // Milvus stamps a consumed message's position with its BeginTs; the tt
                     // stream restamps the positions of its packs with their end_ts.
                     timestamp: ts.begin_ts(),
@@ -460,10 +466,19 @@ impl PumpContext {
                     crate::metrics::get().consumed(&first.topic, batch.len() as u64, bytes);
                 }
                 parked.pending.reserve(batch.len());
+                // The ids of the whole batch in one buffer, each position's `msg_id` a slice
+                // of it: one allocation per batch instead of one per message.
+                let mut ids =
+                    BytesMut::with_capacity(batch.iter().map(|m| m.id.as_bytes().len()).sum());
+                for msg in &batch {
+                    ids.extend_from_slice(msg.id.as_bytes());
+                }
+                let mut ids = ids.freeze();
                 for msg in batch {
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
                     let _entered = span.enter();
-                    let delivered = self.decode(parked.consumer.as_ref(), msg);
+                    let msg_id = ids.split_to(msg.id.as_bytes().len());
+                    let delivered = self.decode(msg, msg_id);
                     parked.pending.push_back(delivered);
                 }
                 None

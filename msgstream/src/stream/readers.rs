@@ -64,8 +64,8 @@ impl Readers {
         let msg = self.reader(channel)?.next().await?;
         let mut ts = TsMsg::new(registry.decode(&msg.payload)?);
         ts.position = Some(MsgPosition {
-            channel_name: msg.topic.to_string(),
-            msg_id: msg.id.as_bytes().to_vec(),
+            channel_name: msg.topic.clone().into(),
+            msg_id: msg.id.to_bytes(),
             timestamp: ts.begin_ts(),
             ..MsgPosition::default()
         });
@@ -85,7 +85,7 @@ impl Readers {
         for position in positions {
             self.reader(&position.channel_name)?;
             let id = resolve_position(self.client.as_ref(), position)?;
-            targets.push((position.channel_name.clone(), id));
+            targets.push((position.channel_name.to_string(), id));
         }
         precheck_targets(self.client.as_ref(), &targets, inclusive).await?;
         for (channel, id) in &targets {

@@ -225,8 +225,8 @@ pub async fn seek_outside_the_channel(client: Arc<dyn Client>) {
         .await
         .expect("as_consumer");
     let bad = MsgPosition {
-        channel_name: short.clone(),
-        msg_id: beyond.as_bytes().to_vec(),
+        channel_name: short.clone().into(),
+        msg_id: beyond.to_bytes(),
         ..MsgPosition::default()
     };
     assert!(matches!(

@@ -68,9 +68,9 @@ pub async fn plain_stream_two_channels(client: Arc<dyn Client>) {
         assert_eq!(position.timestamp, msg.end_ts());
         assert_eq!(position.msg_group, "sub");
         per_channel
-            .entry(position.channel_name)
+            .entry(position.channel_name.to_string())
             .or_default()
-            .push((row_id(&msg), position.msg_id));
+            .push((row_id(&msg), position.msg_id.to_vec()));
     }
     for (channel, parity) in [(&a, 0), (&b, 1)] {
         let got = &per_channel[channel];
@@ -197,8 +197,8 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
         .await
         .expect("as_consumer");
     let elsewhere = MsgPosition {
-        channel_name: unique("other"),
-        msg_id: client.earliest_message_id().as_bytes().to_vec(),
+        channel_name: unique("other").into(),
+        msg_id: client.earliest_message_id().to_bytes(),
         ..MsgPosition::default()
     };
     assert!(matches!(
@@ -206,8 +206,8 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
         Err(Error::NotSubscribed { .. })
     ));
     let corrupt = MsgPosition {
-        channel_name: a.clone(),
-        msg_id: vec![0xde, 0xad],
+        channel_name: a.clone().into(),
+        msg_id: vec![0xde, 0xad].into(),
         ..MsgPosition::default()
     };
     assert!(matches!(

@@ -133,7 +133,10 @@ impl TimetickAligner {
             return Err(Error::InvalidArgument("no positions to resume from".into()));
         }
         let mut aligner = Self::new(
-            positions.iter().map(|p| p.channel_name.clone()).collect(),
+            positions
+                .iter()
+                .map(|p| p.channel_name.to_string())
+                .collect(),
             late_policy,
         );
         for (state, position) in aligner.channels.iter_mut().zip(positions) {
@@ -263,7 +266,7 @@ impl TimetickAligner {
                     ..p
                 })
                 .unwrap_or_else(|| MsgPosition {
-                    channel_name: state.name.clone(),
+                    channel_name: state.name.as_str().into(),
                     timestamp: watermark,
                     ..MsgPosition::default()
                 });
@@ -301,7 +304,7 @@ impl TimetickAligner {
                     .or_else(|| state.last_tick_read.clone())
                     .or_else(|| state.start.clone())
                     .unwrap_or_else(|| MsgPosition {
-                        channel_name: state.name.clone(),
+                        channel_name: state.name.as_str().into(),
                         ..MsgPosition::default()
                     });
                 MsgPosition {

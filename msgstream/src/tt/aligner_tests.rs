@@ -36,8 +36,8 @@ fn to_log(channel: &str, entries: &[Entry]) -> Vec<TsMsg> {
                 Entry::Tick(ts) => TsMsg::time_tick(ts),
             };
             msg.position = Some(MsgPosition {
-                channel_name: channel.to_string(),
-                msg_id: MessageId::from_u64(i as u64).as_bytes().to_vec(),
+                channel_name: channel.into(),
+                msg_id: MessageId::from_u64(i as u64).to_bytes(),
                 msg_group: "g".into(),
                 timestamp: msg.end_ts(),
                 ..MsgPosition::default()
@@ -214,7 +214,7 @@ fn split_deletes_keyed_only_by_primary_keys_are_not_duplicates() {
         for (i, msg) in log.iter_mut().enumerate() {
             msg.position = Some(MsgPosition {
                 channel_name: "a".into(),
-                msg_id: MessageId::from_u64(i as u64).as_bytes().to_vec(),
+                msg_id: MessageId::from_u64(i as u64).to_bytes(),
                 ..MsgPosition::default()
             });
         }
@@ -395,7 +395,7 @@ proptest! {
         for (i, msg) in msgs.iter_mut().enumerate() {
             msg.position = Some(MsgPosition {
                 channel_name: "a".into(),
-                msg_id: MessageId::from_u64(i as u64).as_bytes().to_vec(),
+                msg_id: MessageId::from_u64(i as u64).to_bytes(),
                 ..MsgPosition::default()
             });
         }
@@ -403,7 +403,7 @@ proptest! {
             let mut t = TsMsg::time_tick(ts);
             t.position = Some(MsgPosition {
                 channel_name: "a".into(),
-                msg_id: MessageId::from_u64(1_000 + id).as_bytes().to_vec(),
+                msg_id: MessageId::from_u64(1_000 + id).to_bytes(),
                 ..MsgPosition::default()
             });
             t

@@ -363,7 +363,7 @@ impl TtMsgStream {
         let Some(side) = self.side.as_mut() else {
             return match positions.first() {
                 Some(p) => Err(Error::NotSubscribed {
-                    channel: p.channel_name.clone(),
+                    channel: p.channel_name.to_string(),
                 }),
                 None => Ok(()),
             };
@@ -388,7 +388,7 @@ impl TtMsgStream {
         let side = self.side.as_mut().ok_or_else(|| Error::NotSubscribed {
             channel: positions
                 .first()
-                .map(|p| p.channel_name.clone())
+                .map(|p| p.channel_name.to_string())
                 .unwrap_or_default(),
         })?;
         let ordered = order_positions(side, positions)?;
@@ -400,7 +400,7 @@ impl TtMsgStream {
         let named: Vec<(String, MessageId)> = ordered
             .iter()
             .zip(&ids)
-            .map(|(p, id)| (p.channel_name.clone(), id.clone()))
+            .map(|(p, id)| (p.channel_name.to_string(), id.clone()))
             .collect();
         precheck_targets(client.as_ref(), &named, true).await?;
         // A channel put back re-reads from where it would resume now (the first message its

@@ -1,7 +1,9 @@
 //! Milvus `common.proto`: the header every message starts with, and stream positions.
 
-use bytes::{Buf, BufMut};
+use bytes::{Buf, BufMut, Bytes};
 use prost::encoding::{self, DecodeContext, WireType};
+
+use crate::msg::SharedStr;
 
 /// Message kinds. The field holding it is an `i32` (proto3 open enum), so values the application
 /// chooses for its own kinds survive decoding.
@@ -171,26 +173,126 @@ pub enum WalName {
 }
 
 /// Where a consumer was on one channel, plus the time watermark at that point.
-#[derive(Clone, PartialEq, Eq, Hash, prost::Message)]
+///
+/// Every delivered message carries one, so its parts are cheap to make and to drop: the names
+/// are [`SharedStr`]s, which the stream's consumer holds once per channel, and `msg_id` is a
+/// slice of one buffer per received batch. Making a message's position therefore allocates
+/// nothing, where three `String`/`Vec` fields cost three allocations on the consumer task and
+/// three frees on the application's thread. The encoding is the protobuf message Milvus
+/// writes, field for field (written by hand below, as prost derives no shared strings).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct MsgPosition {
     /// Channel.
-    #[prost(string, tag = "1")]
-    pub channel_name: String,
+    pub channel_name: SharedStr,
     /// Serialized [`crate::mq::MessageId`] of the backend.
-    #[prost(bytes = "vec", tag = "2")]
-    pub msg_id: Vec<u8>,
+    pub msg_id: Bytes,
     /// Subscription the position was taken by.
-    #[prost(string, tag = "3")]
-    pub msg_group: String,
+    pub msg_group: SharedStr,
     /// Watermark: everything at or below it on this channel was already delivered.
-    #[prost(uint64, tag = "4")]
     pub timestamp: u64,
     /// The log the position belongs to, a [`WalName`] value (others survive decoding).
-    #[prost(enumeration = "WalName", tag = "5")]
     pub wal_name: i32,
 }
 
+/// Encodes a proto3 `string` field as prost does: nothing when it is empty.
+fn encode_str(tag: u32, value: &str, buf: &mut impl BufMut) {
+    if !value.is_empty() {
+        encoding::encode_key(tag, WireType::LengthDelimited, buf);
+        encoding::encode_varint(value.len() as u64, buf);
+        buf.put_slice(value.as_bytes());
+    }
+}
+
+/// The encoded length of what [`encode_str`] writes.
+fn str_len(tag: u32, value: &str) -> usize {
+    if value.is_empty() {
+        0
+    } else {
+        encoding::key_len(tag) + encoding::encoded_len_varint(value.len() as u64) + value.len()
+    }
+}
+
+/// Decodes a proto3 `string` field (a later occurrence replaces an earlier one, as in prost).
+fn merge_str(
+    wire_type: WireType,
+    value: &mut SharedStr,
+    buf: &mut impl Buf,
+    ctx: DecodeContext,
+) -> Result<(), prost::DecodeError> {
+    let mut decoded = String::new();
+    encoding::string::merge(wire_type, &mut decoded, buf, ctx)?;
+    *value = SharedStr::from(decoded);
+    Ok(())
+}
+
+impl prost::Message for MsgPosition {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        encode_str(1, &self.channel_name, buf);
+        if !self.msg_id.is_empty() {
+            encoding::bytes::encode(2, &self.msg_id, buf);
+        }
+        encode_str(3, &self.msg_group, buf);
+        if self.timestamp != 0 {
+            encoding::uint64::encode(4, &self.timestamp, buf);
+        }
+        if self.wal_name != 0 {
+            encoding::int32::encode(5, &self.wal_name, buf);
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        match tag {
+            1 => merge_str(wire_type, &mut self.channel_name, buf, ctx),
+            2 => encoding::bytes::merge(wire_type, &mut self.msg_id, buf, ctx),
+            3 => merge_str(wire_type, &mut self.msg_group, buf, ctx),
+            4 => encoding::uint64::merge(wire_type, &mut self.timestamp, buf, ctx),
+            5 => encoding::int32::merge(wire_type, &mut self.wal_name, buf, ctx),
+            _ => encoding::skip_field(wire_type, tag, buf, ctx),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        str_len(1, &self.channel_name)
+            + if self.msg_id.is_empty() {
+                0
+            } else {
+                encoding::bytes::encoded_len(2, &self.msg_id)
+            }
+            + str_len(3, &self.msg_group)
+            + if self.timestamp == 0 {
+                0
+            } else {
+                encoding::uint64::encoded_len(4, &self.timestamp)
+            }
+            + if self.wal_name == 0 {
+                0
+            } else {
+                encoding::int32::encoded_len(5, &self.wal_name)
+            }
+    }
+
+    fn clear(&mut self) {
+        *self = MsgPosition::default();
+    }
+}
+
 impl MsgPosition {
+    /// [`Self::wal_name`] as a [`WalName`] ([`WalName::Unknown`] for values it does not name).
+    pub fn wal_name(&self) -> WalName {
+        WalName::try_from(self.wal_name).unwrap_or(WalName::Unknown)
+    }
+
+    /// Sets [`Self::wal_name`].
+    pub fn set_wal_name(&mut self, value: WalName) {
+        self.wal_name = value as i32;
+    }
+
     /// The protobuf encoding, for applications that store positions.
     pub fn to_bytes(&self) -> Vec<u8> {
         prost::Message::encode_to_vec(self)

@@ -257,7 +257,13 @@ proptest! {
         timestamp in any::<u64>(),
         wal_name in prop_oneof![Just(0), Just(1), Just(4), Just(999), any::<i32>()],
     ) {
-        let position = MsgPosition { channel_name, msg_id, msg_group, timestamp, wal_name };
+        let position = MsgPosition {
+            channel_name: channel_name.into(),
+            msg_id: msg_id.into(),
+            msg_group: msg_group.into(),
+            timestamp,
+            wal_name,
+        };
         prop_assert_eq!(MsgPosition::from_bytes(&position.to_bytes()).expect("decodes"), position);
     }
 }

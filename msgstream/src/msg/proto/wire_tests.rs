@@ -339,7 +339,7 @@ fn position_with_wal_name() {
         position,
         MsgPosition {
             channel_name: "ch".into(),
-            msg_id: vec![0, 1],
+            msg_id: vec![0, 1].into(),
             msg_group: "g".into(),
             timestamp: 100,
             wal_name: WalName::Test as i32,

@@ -197,7 +197,7 @@ async fn drain(mut stream: Either, args: &ConsumeArgs, stop: &Stop) -> Result<Ex
         packs += 1;
         messages += pack.msgs.len() as u64;
         for position in &pack.end_positions {
-            resume.insert(position.channel_name.clone(), position.clone());
+            resume.insert(position.channel_name.to_string(), position.clone());
         }
         if let Err(e) = stream.commit(&pack.end_positions).await {
             break End::Failed(e);

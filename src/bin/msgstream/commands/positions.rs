@@ -58,8 +58,8 @@ pub async fn save(factory: &Factory, channels: &[String], file: &Path) -> Result
     for channel in channels {
         match latest_id(client.as_ref(), channel).await? {
             Some(id) => saved.push(MsgPosition {
-                channel_name: channel.clone(),
-                msg_id: id.as_bytes().to_vec(),
+                channel_name: channel.clone().into(),
+                msg_id: id.to_bytes(),
                 ..MsgPosition::default()
             }),
             None => eprintln!("{channel}: empty, no position"),

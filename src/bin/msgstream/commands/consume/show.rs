@@ -91,7 +91,7 @@ fn message_json(msg: &TsMsg) -> Value {
     let position = msg.position.clone().unwrap_or_default();
     let described = kinds::describe(msg);
     let mut value = json!({
-        "channel": position.channel_name,
+        "channel": position.channel_name.as_str(),
         "id": short_id(&position.msg_id),
         "kind": described.kind,
         "msg_type": msg.msg_type(),
@@ -124,7 +124,7 @@ mod tests {
         let mut msg = kinds::build(kind, 1, 5, 2, payload.to_vec()).expect("build");
         msg.position = Some(MsgPosition {
             channel_name: "c0".into(),
-            msg_id: 9u64.to_be_bytes().to_vec(),
+            msg_id: 9u64.to_be_bytes().to_vec().into(),
             ..MsgPosition::default()
         });
         msg
@@ -148,7 +148,7 @@ mod tests {
             msgs: vec![consumed(kinds::Kind::Custom, &[0xff])],
             end_positions: vec![MsgPosition {
                 channel_name: "c0".into(),
-                msg_id: vec![0xab],
+                msg_id: vec![0xab].into(),
                 msg_group: "g".into(),
                 timestamp: 6,
                 ..MsgPosition::default()

@@ -1,0 +1,190 @@
+//! [`SharedStr`]: an immutable string whose clones share one allocation.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// An immutable string that clones without allocating (a reference count), used for the
+/// channel and group names of [`crate::msg::MsgPosition`].
+///
+/// Every message a stream delivers carries a position naming its channel and subscription; as
+/// `String`s that was two allocations per message on the consumer task and two frees wherever
+/// the application drops it, more than decoding a small message costs. A stream's consumer
+/// now holds each name once and every position shares it.
+///
+/// It reads like a `&str` (`Deref`, `as_str`, comparisons with `str`, `&str` and `String` in
+/// both directions, `Display`), and converts from `&str`, `String` and `Arc<str>` with `into()`.
+/// The empty string allocates nothing.
+#[derive(Clone, Default)]
+pub struct SharedStr(Option<Arc<str>>);
+
+impl SharedStr {
+    /// The string.
+    pub fn as_str(&self) -> &str {
+        self.0.as_deref().unwrap_or("")
+    }
+}
+
+impl Deref for SharedStr {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for SharedStr {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<[u8]> for SharedStr {
+    fn as_ref(&self) -> &[u8] {
+        self.as_str().as_bytes()
+    }
+}
+
+impl Borrow<str> for SharedStr {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<Arc<str>> for SharedStr {
+    fn from(s: Arc<str>) -> Self {
+        if s.is_empty() {
+            SharedStr(None)
+        } else {
+            SharedStr(Some(s))
+        }
+    }
+}
+
+impl From<&str> for SharedStr {
+    fn from(s: &str) -> Self {
+        if s.is_empty() {
+            SharedStr(None)
+        } else {
+            SharedStr(Some(Arc::from(s)))
+        }
+    }
+}
+
+impl From<String> for SharedStr {
+    fn from(s: String) -> Self {
+        SharedStr::from(s.as_str())
+    }
+}
+
+impl From<&String> for SharedStr {
+    fn from(s: &String) -> Self {
+        SharedStr::from(s.as_str())
+    }
+}
+
+impl From<SharedStr> for String {
+    fn from(s: SharedStr) -> Self {
+        s.as_str().to_string()
+    }
+}
+
+impl From<&SharedStr> for String {
+    fn from(s: &SharedStr) -> Self {
+        s.as_str().to_string()
+    }
+}
+
+impl fmt::Debug for SharedStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for SharedStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for SharedStr {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SharedStr {}
+
+impl PartialOrd for SharedStr {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SharedStr {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for SharedStr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes, so that `Borrow<str>` lookups find it.
+        self.as_str().hash(state);
+    }
+}
+
+macro_rules! eq_both_ways {
+    ($($other:ty),*) => {$(
+        impl PartialEq<$other> for SharedStr {
+            fn eq(&self, other: &$other) -> bool {
+                self.as_str() == AsRef::<str>::as_ref(other)
+            }
+        }
+
+        impl PartialEq<SharedStr> for $other {
+            fn eq(&self, other: &SharedStr) -> bool {
+                AsRef::<str>::as_ref(self) == other.as_str()
+            }
+        }
+    )*};
+}
+
+eq_both_ways!(str, &str, String, &String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn reads_compares_and_hashes_like_a_str() {
+        let name = SharedStr::from("ch");
+        let copy = name.clone();
+        assert_eq!(name, copy);
+        assert_eq!(name, "ch");
+        assert_eq!("ch", name);
+        assert_eq!(name, "ch".to_string());
+        assert_eq!("ch".to_string(), name);
+        assert_eq!(name.as_str(), "ch");
+        assert_eq!(name.len(), 2);
+        assert_eq!(format!("{name} {name:?}"), "ch \"ch\"");
+        let mut by_name = HashMap::new();
+        by_name.insert(name, 1);
+        assert_eq!(by_name.get("ch"), Some(&1));
+        let (a, b) = (SharedStr::from("a"), SharedStr::from("b"));
+        assert!(a < b);
+    }
+
+    #[test]
+    fn clones_share_and_empty_is_default() {
+        let name = SharedStr::from(Arc::<str>::from("topic"));
+        let copy = name.clone();
+        assert!(std::ptr::eq(name.as_str(), copy.as_str()));
+        assert_eq!(SharedStr::from(""), SharedStr::default());
+        assert_eq!(SharedStr::default(), "");
+        assert!(SharedStr::from(String::new()).0.is_none());
+        assert_eq!(String::from(copy), "topic");
+    }
+}
