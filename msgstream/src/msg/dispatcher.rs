@@ -7,7 +7,7 @@ use std::sync::Arc;
 use prost::Message as _;
 
 use super::proto::{
-    CreateCollectionRequest, CreatePartitionRequest, DataNodeTtMsg, DeleteRequest,
+    decode_insert, CreateCollectionRequest, CreatePartitionRequest, DataNodeTtMsg, DeleteRequest,
     DropCollectionRequest, DropPartitionRequest, InsertRequest, MsgHeader, MsgType, TimeTickMsg,
 };
 use super::tsmsg::{CustomMsg, MsgBody};
@@ -57,6 +57,17 @@ impl Builtin {
             Builtin::DropPartition => MsgBody::DropPartition(DropPartitionRequest::decode(buf)?),
             Builtin::DataNodeTt => MsgBody::DataNodeTt(DataNodeTtMsg::decode(buf)?),
         })
+    }
+
+    /// [`Self::decode`] of a `Bytes` payload, inserts through their own decoder first (the
+    /// same result, at about half the cost: see `proto::insert_fast`).
+    fn decode_bytes(self, payload: &bytes::Bytes) -> Result<MsgBody> {
+        if let Builtin::Insert = self {
+            if let Some(insert) = decode_insert(payload) {
+                return Ok(MsgBody::Insert(insert));
+            }
+        }
+        self.decode(payload.clone())
     }
 }
 
@@ -178,7 +189,7 @@ impl DecoderRegistry {
     /// result, with one allocation and copy less per bytes field of a built-in kind.
     pub(crate) fn decode_bytes(&self, payload: &bytes::Bytes) -> Result<MsgBody> {
         if let Some((kind, builtin)) = self.builtin_of(payload) {
-            if let Ok(body) = builtin.decode(payload.clone()) {
+            if let Ok(body) = builtin.decode_bytes(payload) {
                 if names(&body, kind) {
                     return Ok(body);
                 }

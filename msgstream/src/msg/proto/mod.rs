@@ -10,6 +10,7 @@
 mod common;
 mod ddl;
 mod dml;
+mod insert_fast;
 #[cfg(test)]
 mod roundtrip_tests;
 #[cfg(test)]
@@ -25,3 +26,4 @@ pub use dml::{
     DataNodeTtMsg, DeleteRequest, IdField, Ids, InsertDataVersion, InsertRequest, LongArray,
     SegmentStats, StringArray, TimeTickMsg,
 };
+pub(crate) use insert_fast::decode_insert;
