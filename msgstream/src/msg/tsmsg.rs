@@ -68,6 +68,32 @@ pub enum MsgBody {
 }
 
 impl MsgBody {
+    /// Earliest timestamp: min of the row timestamps for Insert/Delete, else the header's.
+    pub fn begin_ts(&self) -> u64 {
+        self.row_timestamps()
+            .and_then(|ts| ts.iter().copied().min())
+            .unwrap_or_else(|| self.header_timestamp())
+    }
+
+    /// Latest timestamp: max of the row timestamps for Insert/Delete, else the header's.
+    pub fn end_ts(&self) -> u64 {
+        self.row_timestamps()
+            .and_then(|ts| ts.iter().copied().max())
+            .unwrap_or_else(|| self.header_timestamp())
+    }
+
+    fn row_timestamps(&self) -> Option<&[u64]> {
+        match self {
+            MsgBody::Insert(m) if !m.timestamps.is_empty() => Some(&m.timestamps),
+            MsgBody::Delete(m) if !m.timestamps.is_empty() => Some(&m.timestamps),
+            _ => None,
+        }
+    }
+
+    fn header_timestamp(&self) -> u64 {
+        self.header().map_or(0, |b| b.timestamp)
+    }
+
     /// The header, if the body has one.
     pub fn header(&self) -> Option<&MsgBase> {
         match self {
@@ -99,6 +125,7 @@ pub struct TsMsg {
 
 impl TsMsg {
     /// A message with no hash keys, position or properties.
+    #[inline]
     pub fn new(body: MsgBody) -> Self {
         TsMsg {
             body,
@@ -131,10 +158,6 @@ impl TsMsg {
         self.header().cloned().unwrap_or_default()
     }
 
-    fn header_timestamp(&self) -> u64 {
-        self.header().map_or(0, |b| b.timestamp)
-    }
-
     /// The kind, as the raw `msg_type` value.
     pub fn msg_type(&self) -> i32 {
         match &self.body {
@@ -162,24 +185,12 @@ impl TsMsg {
 
     /// Earliest timestamp: min of the row timestamps for Insert/Delete, else the header's.
     pub fn begin_ts(&self) -> u64 {
-        self.row_timestamps()
-            .and_then(|ts| ts.iter().copied().min())
-            .unwrap_or_else(|| self.header_timestamp())
+        self.body.begin_ts()
     }
 
     /// Latest timestamp: max of the row timestamps for Insert/Delete, else the header's.
     pub fn end_ts(&self) -> u64 {
-        self.row_timestamps()
-            .and_then(|ts| ts.iter().copied().max())
-            .unwrap_or_else(|| self.header_timestamp())
-    }
-
-    fn row_timestamps(&self) -> Option<&[u64]> {
-        match &self.body {
-            MsgBody::Insert(m) if !m.timestamps.is_empty() => Some(&m.timestamps),
-            MsgBody::Delete(m) if !m.timestamps.is_empty() => Some(&m.timestamps),
-            _ => None,
-        }
+        self.body.end_ts()
     }
 
     /// The protobuf payload (header at field 1). Properties travel separately.

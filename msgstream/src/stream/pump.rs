@@ -400,6 +400,7 @@ struct PumpContext {
 }
 
 impl PumpContext {
+    #[inline]
     fn delivered(&self, event: Event, token: Option<AckToken>) -> Delivered {
         Delivered {
             channel: self.channel,
@@ -412,24 +413,31 @@ impl PumpContext {
     /// Decodes a message into an event: the typed message, or `Failed(Decode)` naming the
     /// channel and id. Either way the message itself travels on as the ack token. `msg_id`
     /// is the message's id as bytes (a slice of its batch's id buffer), for its position.
+    #[inline]
     fn decode(&self, mut msg: Message, msg_id: Bytes) -> Delivered {
+        let token = Some(AckToken::from(&msg));
+        // Built as one value, so that the compiler writes the (large) message where it ends up
+        // instead of moving it through temporaries.
         let event = match self.registry.decode_bytes(&msg.payload) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
-                let mut ts = TsMsg::new(body);
-                // No allocation: the names are shared (the consumer's topic, the pump's
-                // group), the id is a slice of the batch's buffer.
-                ts.position = Some(MsgPosition {
-                    channel_name: SharedStr::from(msg.topic.clone()),
-                    msg_id,
-                    msg_group: self.group.clone(),
-                    // Milvus stamps a consumed message's position with its BeginTs; the tt
-                    // stream restamps the positions of its packs with their end_ts.
-                    timestamp: ts.begin_ts(),
-                    ..MsgPosition::default()
-                });
-                ts.properties = std::mem::take(&mut msg.properties);
-                Event::Msg(ts)
+                // Milvus stamps a consumed message's position with its BeginTs; the tt stream
+                // restamps the positions of its packs with their end_ts.
+                let timestamp = body.begin_ts();
+                Event::Msg(TsMsg {
+                    body,
+                    hash_keys: Vec::new(),
+                    // No allocation: the names are shared (the consumer's topic, the pump's
+                    // group), the id is a slice of the batch's buffer.
+                    position: Some(MsgPosition {
+                        channel_name: SharedStr::from(msg.topic.clone()),
+                        msg_id,
+                        msg_group: self.group.clone(),
+                        timestamp,
+                        ..MsgPosition::default()
+                    }),
+                    properties: std::mem::take(&mut msg.properties),
+                })
             }
             Err(error) => {
                 tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "undecodable message");
@@ -442,7 +450,12 @@ impl PumpContext {
                 })
             }
         };
-        self.delivered(event, Some(AckToken::from(&msg)))
+        Delivered {
+            channel: self.channel,
+            generation: self.generation,
+            event,
+            token,
+        }
     }
 
     /// Turns a received batch into pending deliveries (an empty batch means closed). Returns

@@ -136,6 +136,7 @@ impl Sent {
 
 impl QueueReader {
     /// The next message of the current batch, without waiting.
+    #[inline]
     pub(crate) fn try_next(&mut self) -> Option<Delivered> {
         let next = self.batch.next();
         self.taken += usize::from(next.is_some());

@@ -174,6 +174,7 @@ impl TimetickAligner {
     /// Returns `Error::LateMessage` for a late message under [`LatePolicy::Error`] (the message
     /// is not kept), `Error::InvalidArgument` for an unknown channel or a message without
     /// position.
+    #[inline]
     pub fn push(&mut self, channel: usize, msg: TsMsg) -> Result<()> {
         let last_end = self.last_end;
         let state = self.channels.get_mut(channel).ok_or_else(|| {

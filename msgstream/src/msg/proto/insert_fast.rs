@@ -23,6 +23,12 @@ use super::dml::InsertRequest;
 /// reject it, or decide on it, itself).
 #[inline(always)]
 fn varint(buf: &[u8], at: &mut usize) -> Option<u64> {
+    // Keys, lengths and small values: one byte.
+    let first = *buf.get(*at)?;
+    if first < 0x80 {
+        *at += 1;
+        return Some(u64::from(first));
+    }
     let mut value = 0u64;
     for shift in 0..10 {
         let byte = *buf.get(*at)?;
@@ -128,6 +134,7 @@ fn blob(payload: &Bytes, range: std::ops::Range<usize>) -> Option<Blob> {
 }
 
 /// Decodes `payload` as prost would, if it has the shape described in the module docs.
+#[inline]
 pub(crate) fn decode_insert(payload: &Bytes) -> Option<InsertRequest> {
     let buf: &[u8] = payload;
     let mut insert = InsertRequest::default();
