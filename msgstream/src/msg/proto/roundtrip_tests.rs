@@ -266,4 +266,54 @@ proptest! {
         };
         prop_assert_eq!(MsgPosition::from_bytes(&position.to_bytes()).expect("decodes"), position);
     }
+
+    /// The hand-written encoding of `MsgPosition` is the one prost derives for the message
+    /// as it was declared before (`String` and `Vec<u8>` fields), both ways, empty fields
+    /// included, and an unknown field is skipped the same way.
+    #[test]
+    fn positions_encode_as_the_derived_message(
+        channel_name in prop_oneof![Just(String::new()), text()],
+        msg_id in bytes(),
+        msg_group in prop_oneof![Just(String::new()), text()],
+        timestamp in prop_oneof![Just(0u64), any::<u64>()],
+        wal_name in prop_oneof![Just(0), Just(999), any::<i32>()],
+    ) {
+        let derived = DerivedPosition {
+            channel_name: channel_name.clone(),
+            msg_id: msg_id.clone(),
+            msg_group: msg_group.clone(),
+            timestamp,
+            wal_name,
+        };
+        let ours = MsgPosition {
+            channel_name: channel_name.into(),
+            msg_id: msg_id.into(),
+            msg_group: msg_group.into(),
+            timestamp,
+            wal_name,
+        };
+        let bytes = prost::Message::encode_to_vec(&derived);
+        prop_assert_eq!(ours.to_bytes(), bytes.clone());
+        prop_assert_eq!(prost::Message::encoded_len(&ours), bytes.len());
+        let decoded: MsgPosition = prost::Message::decode(&bytes[..]).expect("decodes");
+        prop_assert_eq!(&decoded, &ours);
+        let extended = [&bytes[..], &[0x98, 0x06, 0x01][..]].concat();
+        let decoded: MsgPosition = prost::Message::decode(&extended[..]).expect("decodes");
+        prop_assert_eq!(decoded, ours);
+    }
+}
+
+/// `MsgPosition` as prost derived it before its names became `SharedStr`s.
+#[derive(Clone, PartialEq, prost::Message)]
+struct DerivedPosition {
+    #[prost(string, tag = "1")]
+    channel_name: String,
+    #[prost(bytes = "vec", tag = "2")]
+    msg_id: Vec<u8>,
+    #[prost(string, tag = "3")]
+    msg_group: String,
+    #[prost(uint64, tag = "4")]
+    timestamp: u64,
+    #[prost(enumeration = "WalName", tag = "5")]
+    wal_name: i32,
 }
