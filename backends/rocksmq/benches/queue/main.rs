@@ -21,7 +21,8 @@
 //!   threads (`case=latency_baseline`, the floor set by thread wake-ups on this machine);
 //! - tt: a `TtMsgStream` over 16 filled channels against raw iteration of the same files;
 //! - durable: 1, 4 and 16 producers sending one message at a time under `SyncData`, against
-//!   ideally batched `fdatasync`-ed raw writes.
+//!   a perfect group commit of raw `fdatasync`-ed writes driven the same way (`N` tasks, one
+//!   committer thread, `N` messages per synced write; see `durable.rs`).
 //!
 //! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (`produce`,
 //! `consume`, `latency`, `tt`, `durable`), e.g. for profiling one.
