@@ -211,7 +211,9 @@ impl Cursor {
         loop {
             let notified = self.topic.wakeup.notified();
             let mut notified = std::pin::pin!(notified);
-            // Registered from here on: a notification after the checks below is not lost.
+            // Counted (so writers notify) and registered from here on: a notification after
+            // the checks below is not lost.
+            let _waiting = self.topic.waiting();
             notified.as_mut().enable();
             if store.is_closed() {
                 return Err(Error::Closed("rocksmq client"));
