@@ -144,3 +144,51 @@ async fn a_synced_leader_answers_early_and_lingers_for_the_answered() {
         "the three queued batches went out in one write"
     );
 }
+
+/// A batch whose topic is destroyed while it waits in the queue fails on its own (the leader's
+/// batch is written) and consumes no id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::await_holding_lock,
+    reason = "holding the commit lock while a follower queues up is what this test does"
+)]
+async fn a_queued_batch_of_a_destroyed_topic_fails_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(Store::open(dir.path(), Durability::Buffered).expect("open"));
+    let topics = store.with(Topics::load).expect("topics");
+    let (keep, gone) = store
+        .with(|db| {
+            Ok((
+                topics.get_or_create(db, "keep")?,
+                topics.get_or_create(db, "gone")?,
+            ))
+        })
+        .expect("topics");
+    let writer = Arc::new(Writer::new(1 << 20, false));
+    let blocked = writer.exclusive();
+    let leader = {
+        let (writer, store, keep) = (writer.clone(), store.clone(), keep.clone());
+        std::thread::spawn(move || {
+            let Ok(Role::Lead(own)) = writer.enqueue(&keep, Batch::One(ProducerMessage::new("k")))
+            else {
+                panic!("the first caller leads");
+            };
+            writer.lead(&store, &keep, &own)
+        })
+    };
+    while !lock(&writer.queue).leading {
+        tokio::task::yield_now().await;
+    }
+    let Ok(Role::Follow(answer)) = writer.enqueue(&gone, Batch::One(ProducerMessage::new("g")))
+    else {
+        panic!("the second caller follows");
+    };
+    gone.destroyed.store(true, Ordering::Release);
+    drop(blocked);
+    assert_eq!(leader.join().expect("leader").expect("written"), 1..2);
+    assert!(matches!(
+        answer.await.expect("answered"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(gone.tail().next_id, 1, "no id consumed");
+}
