@@ -195,6 +195,7 @@ impl Rocksmq {
     /// Starts appending `messages` to `topic`. An uncontended buffered append is written (or
     /// failed) by the time this returns: [`Produced::Written`], with no future, no channel and
     /// no thread hop on the way. Otherwise the caller awaits the answer.
+    #[inline]
     pub(crate) fn start_produce(
         &self,
         topic: &Arc<TopicState>,

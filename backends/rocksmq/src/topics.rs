@@ -74,6 +74,11 @@ impl TopicState {
         })
     }
 
+    /// Whether the topic was not destroyed.
+    pub fn is_live(&self) -> bool {
+        !self.destroyed.load(Ordering::Acquire)
+    }
+
     /// `InvalidArgument` once the topic was destroyed.
     pub fn check_live(&self) -> Result<()> {
         if self.destroyed.load(Ordering::Acquire) {

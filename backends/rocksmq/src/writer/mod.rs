@@ -213,6 +213,7 @@ impl Writer {
     ///
     /// Cancel-safe in the sense that matters: once queued, the batch is written (or fails) even
     /// if the follower's future is dropped; only the answer is lost.
+    #[inline]
     pub(crate) fn enqueue(&self, topic: &Arc<TopicState>, messages: Batch) -> Result<Role> {
         topic.check_live()?;
         if messages.is_empty() {
@@ -244,6 +245,7 @@ impl Writer {
     ///
     /// If a commit panics, the leadership is handed back and every queued producer is answered
     /// with an error on the way out, so no later producer waits forever.
+    #[inline]
     pub(crate) fn lead(
         &self,
         store: &Store,
@@ -274,6 +276,7 @@ impl Writer {
 
     /// The leader's loop: commits `own` and `first` in one write, then every group queued
     /// meanwhile. Returns the answer for `own`.
+    #[inline]
     fn lead_from(
         &self,
         store: &Store,
@@ -354,7 +357,9 @@ impl Writer {
         tails.clear();
         answers.clear();
         answers.reserve(group.len());
-        let mut mine = None;
+        // The leader's own ids, once appended (`None` if its topic was destroyed or the store
+        // was not reached): kept small, its error is built only if there is one.
+        let mut own_ids = None;
         let written = store.with(|db| {
             let mut batch = Appender {
                 db,
@@ -365,10 +370,9 @@ impl Writer {
             };
             // A destroyed topic fails its own batches only; any other error fails the commit.
             if let Some((topic, messages)) = own {
-                mine = Some(match topic.check_live() {
-                    Ok(()) => Ok(batch.append(topic, messages)?),
-                    Err(e) => Err(e),
-                });
+                if topic.is_live() {
+                    own_ids = Some(batch.append(topic, messages)?);
+                }
             }
             for request in group {
                 let ids = match request.topic.check_live() {
@@ -379,7 +383,11 @@ impl Writer {
             }
             db.write(batch.batch)
         });
-        let batches = answers.len() + usize::from(mine.is_some());
+        let batches = answers.len() + usize::from(own.is_some());
+        let mut mine = own.map(|(topic, _)| match own_ids.clone() {
+            Some(ids) => Ok(ids),
+            None => topic.check_live().and(Err(Error::Closed("rocksmq client"))),
+        });
         match written {
             Ok(()) => {
                 // Only commits change the counters, and they hold the commit lock: no atomic
@@ -412,8 +420,8 @@ impl Writer {
                 for (_, answer) in answers.iter_mut().filter(|(_, answer)| answer.is_ok()) {
                     *answer = failed();
                 }
-                // A store that was never reached (closed) leaves `mine` unset: that is an error too.
-                if !matches!(mine, Some(Err(_))) && own.is_some() {
+                // Appended but not written, or never reached: the write's error either way.
+                if own_ids.is_some() || matches!(mine, Some(Err(Error::Closed(_)))) {
                     mine = Some(failed());
                 }
             }
@@ -421,9 +429,11 @@ impl Writer {
         if self.syncs {
             *expected += lock(&self.queue).pending.len();
         }
-        for (reply, answer) in answers.drain(..) {
-            // A caller that stopped waiting loses only the answer; its data is written.
-            drop(reply.send(answer));
+        if !answers.is_empty() {
+            for (reply, answer) in answers.drain(..) {
+                // A caller that stopped waiting loses only the answer; its data is written.
+                drop(reply.send(answer));
+            }
         }
         mine
     }
