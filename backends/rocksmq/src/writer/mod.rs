@@ -64,8 +64,12 @@ pub(crate) const MAX_LINGER: Duration = Duration::from_micros(200);
 /// allocates nothing of its own (a single-message append is as lean as a raw put).
 #[derive(Default)]
 pub(crate) struct CommitScratch {
-    tails: Vec<(Arc<TopicState>, Tail)>,
-    answers: Vec<(Reply, Result<Range<u64>>)>,
+    /// The tails a commit moves: topic id, which batch's topic (0: the leader's own, `i + 1`:
+    /// the group's `i`-th), new tail. By position rather than by `Arc`, so that filling it
+    /// costs no reference count.
+    tails: Vec<(u64, usize, Tail)>,
+    /// The group's answers, in the group's order.
+    answers: Vec<Result<Range<u64>>>,
 }
 
 /// What a caller of [`Writer::enqueue`] does next.
@@ -371,19 +375,21 @@ impl Writer {
             // A destroyed topic fails its own batches only; any other error fails the commit.
             if let Some((topic, messages)) = own {
                 if topic.is_live() {
-                    own_ids = Some(batch.append(topic, messages)?);
+                    own_ids = Some(batch.append(0, topic, messages)?);
                 }
             }
-            for request in group {
+            for (i, request) in group.iter().enumerate() {
                 let ids = match request.topic.check_live() {
-                    Ok(()) => Ok(batch.append(&request.topic, request.messages.as_slice())?),
+                    Ok(()) => {
+                        Ok(batch.append(i + 1, &request.topic, request.messages.as_slice())?)
+                    }
                     Err(e) => Err(e),
                 };
-                answers.push((request.reply, ids));
+                answers.push(ids);
             }
             db.write(batch.batch)
         });
-        let batches = answers.len() + usize::from(own.is_some());
+        let batches = group.len() + usize::from(own.is_some());
         let mut mine = own.map(|(topic, _)| match own_ids.clone() {
             Some(ids) => Ok(ids),
             None => topic.check_live().and(Err(Error::Closed("rocksmq client"))),
@@ -398,7 +404,14 @@ impl Writer {
                     .store(stats.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                 let batches = stats.1.load(Ordering::Relaxed) + batches as u64;
                 stats.1.store(batches, Ordering::Relaxed);
-                for (topic, tail) in tails.drain(..) {
+                for (_, slot, tail) in tails.drain(..) {
+                    let topic = match slot.checked_sub(1) {
+                        Some(i) => &group[i].topic,
+                        None => match own {
+                            Some((topic, _)) => topic,
+                            None => continue,
+                        },
+                    };
                     *lock(&topic.tail) = tail;
                     topic.publish(tail.next_id);
                 }
@@ -417,9 +430,11 @@ impl Writer {
                         Error::backend(BACKEND, message.clone())
                     })
                 };
-                for (_, answer) in answers.iter_mut().filter(|(_, answer)| answer.is_ok()) {
+                for answer in answers.iter_mut().filter(|answer| answer.is_ok()) {
                     *answer = failed();
                 }
+                // The store was never reached (closed): nobody was answered at all.
+                answers.resize_with(group.len(), failed);
                 // Appended but not written, or never reached: the write's error either way.
                 if own_ids.is_some() || matches!(mine, Some(Err(Error::Closed(_)))) {
                     mine = Some(failed());
@@ -429,10 +444,10 @@ impl Writer {
         if self.syncs {
             *expected += lock(&self.queue).pending.len();
         }
-        if !answers.is_empty() {
-            for (reply, answer) in answers.drain(..) {
+        if !group.is_empty() {
+            for (request, answer) in group.into_iter().zip(answers.drain(..)) {
                 // A caller that stopped waiting loses only the answer; its data is written.
-                drop(reply.send(answer));
+                drop(request.reply.send(answer));
             }
         }
         mine
@@ -444,28 +459,31 @@ struct Appender<'a, 'db> {
     db: &'a crate::store::Db<'db>,
     batch: rocksdb::WriteBatch,
     messages_cf: &'a rocksdb::ColumnFamily,
-    tails: &'a mut Vec<(Arc<TopicState>, Tail)>,
+    tails: &'a mut Vec<(u64, usize, Tail)>,
     page_size: u64,
 }
 
 impl Appender<'_, '_> {
-    /// Adds `messages` of `topic` (checked live by the caller) with the next ids of its tail (as
-    /// moved by this commit so far), and the record of any page they close; returns their ids.
-    /// An error fails the whole commit.
+    /// Adds `messages` of `topic` (checked live by the caller), the commit's `batch`-th batch
+    /// (see [`CommitScratch::tails`]), with the next ids of its tail (as moved by this commit so
+    /// far), and the record of any page they close; returns their ids. An error fails the
+    /// whole commit.
     fn append(
         &mut self,
-        topic: &Arc<TopicState>,
+        batch: usize,
+        topic: &TopicState,
         messages: &[ProducerMessage],
     ) -> Result<Range<u64>> {
-        let slot = match self.tails.iter().position(|(t, _)| Arc::ptr_eq(t, topic)) {
+        // Topic ids are never reused, so the id tells the topic.
+        let topic_id = topic.id;
+        let slot = match self.tails.iter().position(|(id, _, _)| *id == topic_id) {
             Some(slot) => slot,
             None => {
-                self.tails.push((topic.clone(), topic.tail()));
+                self.tails.push((topic_id, batch, topic.tail()));
                 self.tails.len() - 1
             }
         };
-        let topic_id = topic.id;
-        let tail = &mut self.tails[slot].1;
+        let tail = &mut self.tails[slot].2;
         let first = tail.next_id;
         for message in messages {
             let id = tail.next_id;
