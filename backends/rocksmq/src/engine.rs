@@ -18,7 +18,7 @@ use crate::read::Cursor;
 use crate::retention::{Policy, RetentionProgress};
 use crate::store::Store;
 use crate::topics::{TopicState, Topics, FIRST_MESSAGE_ID};
-use crate::writer::{Role, WriteStats, Writer};
+use crate::writer::{Batch, Role, WriteStats, Writer};
 use crate::{RocksmqOptions, TopicReader};
 
 pub(crate) struct Inner {
@@ -187,36 +187,40 @@ impl Rocksmq {
     /// callers); returns their consecutive ids once durable as configured.
     pub async fn produce(&self, topic: &str, messages: Vec<ProducerMessage>) -> Result<Range<u64>> {
         let state = self.topic(topic)?;
-        self.produce_to(state, messages).await
+        self.start_produce(&state, Batch::Many(messages))?
+            .ids()
+            .await
     }
 
-    pub(crate) async fn produce_to(
+    /// Starts appending `messages` to `topic`. An uncontended buffered append is written (or
+    /// failed) by the time this returns: [`Produced::Written`], with no future, no channel and
+    /// no thread hop on the way. Otherwise the caller awaits the answer.
+    #[inline]
+    pub(crate) fn start_produce(
         &self,
-        topic: Arc<TopicState>,
-        messages: Vec<ProducerMessage>,
-    ) -> Result<Range<u64>> {
-        let group = match self.inner.writer.enqueue(topic, messages)? {
-            Role::Done(ids) => return Ok(ids),
-            Role::Follow(answer) => {
-                return answer.await.map_err(|_| Error::Closed("rocksmq writer"))?
-            }
-            Role::Lead(group) => group,
+        topic: &Arc<TopicState>,
+        messages: Batch,
+    ) -> Result<Produced> {
+        let own = match self.inner.writer.enqueue(topic, messages)? {
+            Role::Done(ids) => return Ok(Produced::Written(ids)),
+            Role::Follow(answer) => return Ok(Produced::Waiting(answer)),
+            Role::Lead(own) => own,
         };
         if !self.inner.writer.syncs() {
             // A buffered write is a memtable insert and a write(2) into the page cache: as cheap
             // as the hop to a blocking thread would be, so it stays on the caller's thread.
-            return self.inner.writer.lead(&self.inner.store, group);
+            let written = self.inner.writer.lead(&self.inner.store, topic, &own);
+            return written.map(Produced::Written);
         }
         // A synced write waits for the disk: never on an async worker (a current_thread
         // runtime would stall for every fsync). The leader's thread may go on committing later
         // groups; this caller is answered as soon as its own group is durable.
-        let mut group = group;
-        let answer = group.answer_by_channel();
-        let inner = self.inner.clone();
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let (inner, topic) = (self.inner.clone(), topic.clone());
         drop(tokio::task::spawn_blocking(move || {
-            inner.writer.lead(&inner.store, group)
+            inner.writer.lead_elsewhere(&inner.store, topic, own, reply)
         }));
-        answer.await.map_err(|_| Error::Closed("rocksmq writer"))?
+        Ok(Produced::Waiting(answer))
     }
 
     /// The newest id of `topic`, `None` if nothing was ever produced to it.
@@ -287,6 +291,26 @@ impl Rocksmq {
         }
         for topic in self.inner.topics.all() {
             topic.wake();
+        }
+    }
+}
+
+/// How far [`Rocksmq::start_produce`] got.
+pub(crate) enum Produced {
+    /// Written: these are the ids.
+    Written(Range<u64>),
+    /// Queued behind another write, or being written on a blocking thread: the ids come here.
+    Waiting(tokio::sync::oneshot::Receiver<Result<Range<u64>>>),
+}
+
+impl Produced {
+    /// The ids, once written.
+    pub(crate) async fn ids(self) -> Result<Range<u64>> {
+        match self {
+            Produced::Written(ids) => Ok(ids),
+            Produced::Waiting(answer) => {
+                answer.await.map_err(|_| Error::Closed("rocksmq writer"))?
+            }
         }
     }
 }

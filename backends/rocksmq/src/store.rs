@@ -143,7 +143,9 @@ impl Store {
             .db
             .read()
             .map_err(|_| Error::backend(BACKEND, "database lock poisoned by a panic"))?;
-        let db = guard.as_ref().ok_or(Error::Closed("rocksmq client"))?;
+        let db = guard
+            .as_ref()
+            .ok_or_else(|| Error::Closed("rocksmq client"))?;
         f(&Db {
             db,
             write_options: &self.write_options,

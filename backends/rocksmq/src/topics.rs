@@ -5,7 +5,7 @@
 //! for compaction.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use msgstream::mq::validate_channel_name;
@@ -49,6 +49,9 @@ pub(crate) struct TopicState {
     visible: AtomicU64,
     /// Wakes waiting cursors: after each write, and on destroy and close.
     pub wakeup: Notify,
+    /// Cursors waiting on `wakeup` now (see [`TopicState::waiting`]): a write nobody waits for
+    /// skips the notification, which in tokio's `Notify` is a mutex round trip.
+    waiters: AtomicUsize,
     /// Set by `destroy_topic`; handles held by producers and consumers then fail.
     pub destroyed: AtomicBool,
     /// Whether any message of this topic may carry properties: recovered at open, set by the
@@ -65,9 +68,15 @@ impl TopicState {
             tail: Mutex::new(tail),
             visible: AtomicU64::new(tail.next_id),
             wakeup: Notify::new(),
+            waiters: AtomicUsize::new(0),
             destroyed: AtomicBool::new(false),
             has_properties: AtomicBool::new(has_properties),
         })
+    }
+
+    /// Whether the topic was not destroyed.
+    pub fn is_live(&self) -> bool {
+        !self.destroyed.load(Ordering::Acquire)
     }
 
     /// `InvalidArgument` once the topic was destroyed.
@@ -106,14 +115,39 @@ impl TopicState {
     }
 
     /// The next id readers may see.
+    ///
+    /// Sequentially consistent, like the store in [`TopicState::publish`] and the count in
+    /// [`TopicState::waiting`]: a waiter that registered before loading this either sees the
+    /// new id or is seen, and notified, by the writer.
     pub fn visible(&self) -> u64 {
-        self.visible.load(Ordering::Acquire)
+        self.visible.load(Ordering::SeqCst)
     }
 
-    /// Makes every id below `next` visible and wakes waiters.
+    /// Makes every id below `next` visible and wakes waiters, if there are any.
     pub fn publish(&self, next: u64) {
-        self.visible.store(next, Ordering::Release);
-        self.wakeup.notify_waiters();
+        self.visible.store(next, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.wakeup.notify_waiters();
+        }
+    }
+
+    /// Counts the caller as waiting on [`TopicState::wakeup`] until the guard is dropped. A
+    /// waiter creates its `Notified` first, then registers, then loads
+    /// [`TopicState::visible`]: a writer that publishes after that load sees the count and
+    /// notifies (the `Notified` predates the notification, so tokio delivers it); one that
+    /// published before it is seen in the load.
+    pub fn waiting(&self) -> Waiting<'_> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        Waiting(self)
+    }
+}
+
+/// A registered waiter of a topic (see [`TopicState::waiting`]).
+pub(crate) struct Waiting<'a>(&'a TopicState);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

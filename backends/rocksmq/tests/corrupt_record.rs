@@ -68,3 +68,51 @@ async fn a_record_that_does_not_decode_is_corrupt_and_ends_the_stream() {
     stream.close().await;
     client.close().await;
 }
+
+/// A message key of the topic that is not 16 bytes, inside the range being read, is `Corrupt`;
+/// keys of the next topic (the range's end) are never read as this topic's messages.
+#[tokio::test]
+async fn a_malformed_message_key_is_corrupt_and_the_next_topic_ends_the_range() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = RocksmqOptions::new(dir.path());
+    options.retention_interval = None;
+    let mq = msgstream_rocksmq::Rocksmq::open(options.clone()).expect("open");
+    mq.create_topic("a").expect("a");
+    mq.create_topic("b").expect("b");
+    mq.produce(
+        "a",
+        vec![ProducerMessage::new("a1"), ProducerMessage::new("a2")],
+    )
+    .await
+    .expect("a");
+    mq.produce("b", vec![ProducerMessage::new("b1")])
+        .await
+        .expect("b");
+    // Topic "a" reads everything it holds and none of "b"'s.
+    let read = mq.reader("a", 0).expect("reader").read(10).expect("read");
+    assert_eq!(read.iter().map(|m| m.id).collect::<Vec<_>>(), [1, 2]);
+    mq.close();
+
+    // A 17-byte key right after message 1 of topic "a" (its id 1): inside [1, 3).
+    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir.path()).expect("cfs");
+    let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), dir.path(), cfs).expect("raw");
+    let messages = db.cf_handle("messages").expect("messages cf");
+    let (first, _) = db
+        .iterator_cf(messages, rocksdb::IteratorMode::Start)
+        .next()
+        .expect("a message")
+        .expect("key");
+    let mut bad = first.to_vec();
+    bad.push(0);
+    db.put_cf(messages, &bad, b"x").expect("damage");
+    drop(db);
+
+    let mq = msgstream_rocksmq::Rocksmq::open(options).expect("reopen");
+    let mut reader = mq.reader("a", 0).expect("reader");
+    match reader.read(10) {
+        Err(Error::Corrupt { channel, .. }) => assert_eq!(channel, "a"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let from_b = mq.reader("b", 0).expect("reader").read(10).expect("read b");
+    assert_eq!(from_b.len(), 1);
+}

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use msgstream::mq::{InitialPosition, ProducerMessage, Properties};
+use msgstream::mq::{Client, InitialPosition, ProducerMessage, Properties};
 use msgstream::Error;
-use msgstream_rocksmq::{Durability, Rocksmq, RocksmqOptions, FIRST_MESSAGE_ID};
+use msgstream_rocksmq::{Durability, Rocksmq, RocksmqClient, RocksmqOptions, FIRST_MESSAGE_ID};
 
 fn options(dir: &tempfile::TempDir) -> RocksmqOptions {
     let mut options = RocksmqOptions::new(dir.path());
@@ -270,6 +270,81 @@ async fn synced_durability_modes_write_and_reopen() {
         let mq = Rocksmq::open(options).expect("reopen");
         assert_eq!(mq.latest_message_id("t").expect("latest"), Some(2));
     }
+}
+
+/// Under a synced mode, many producers each awaiting every single-message `send` share syncs
+/// (the leader runs on a blocking thread and answers its own caller through a channel): every
+/// acknowledged message is there after reopening, once, under the id it was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synced_concurrent_sends_are_all_durable_under_their_ids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = options(&dir);
+    options.sync = Durability::SyncData;
+    let client = RocksmqClient::open(options.clone()).expect("open");
+    let mut tasks = Vec::new();
+    for p in 0..8 {
+        let producer = client.create_producer("t").await.expect("producer");
+        tasks.push(tokio::spawn(async move {
+            let mut sent = Vec::new();
+            for i in 0..25 {
+                let payload = format!("p{p}-{i}");
+                let id = producer
+                    .send(ProducerMessage::new(payload.clone()))
+                    .await
+                    .expect("send");
+                sent.push((id.as_u64().expect("a rocksmq id"), payload));
+            }
+            sent
+        }));
+    }
+    let mut sent = Vec::new();
+    for task in tasks {
+        sent.extend(task.await.expect("join"));
+    }
+    sent.sort_unstable();
+    let ids: Vec<u64> = sent.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (1..=200).collect::<Vec<_>>(), "distinct and dense");
+    let stats = client.engine().write_stats();
+    assert_eq!(stats.batches, 200);
+    assert!(stats.writes <= 200, "{stats:?}");
+    client.close().await;
+
+    let mq = Rocksmq::open(options).expect("reopen");
+    let stored = mq.reader("t", 0).expect("reader").read(500).expect("read");
+    let stored: Vec<(u64, String)> = stored
+        .iter()
+        .map(|m| (m.id, String::from_utf8_lossy(&m.payload).into_owned()))
+        .collect();
+    assert_eq!(stored, sent);
+}
+
+/// A cursor waiting for the next message is woken by every write, also when it starts waiting
+/// just as the write publishes (writes skip the wake-up when nobody waits, so the two must not
+/// miss each other).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_reader_never_misses_a_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = Rocksmq::open(options(&dir)).expect("open");
+    mq.create_topic("t").expect("topic");
+    let mut reader = mq.reader("t", 0).expect("reader");
+    let waiter = tokio::spawn(async move {
+        let mut seen = 0u64;
+        while seen < 2000 {
+            let batch = tokio::time::timeout(Duration::from_secs(10), reader.next_batch(1))
+                .await
+                .expect("woken within 10 s")
+                .expect("read");
+            seen += batch.len() as u64;
+            assert_eq!(batch.last().map(|m| m.id), Some(seen));
+        }
+    });
+    for i in 0..2000 {
+        mq.produce("t", messages("m", 1)).await.expect("produce");
+        if i % 3 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    waiter.await.expect("the reader saw every message");
 }
 
 /// A cursor reuses its read buffer once the messages of the last read are gone; payloads still

@@ -21,10 +21,12 @@
 //!   threads (`case=latency_baseline`, the floor set by thread wake-ups on this machine);
 //! - tt: a `TtMsgStream` over 16 filled channels against raw iteration of the same files;
 //! - durable: 1, 4 and 16 producers sending one message at a time under `SyncData`, against
-//!   ideally batched `fdatasync`-ed raw writes.
+//!   a perfect group commit of raw `fdatasync`-ed writes driven the same way (`N` tasks, one
+//!   committer thread, `N` messages per synced write; see `durable.rs`).
 //!
 //! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (`produce`,
-//! `consume`, `latency`, `tt`, `durable`), e.g. for profiling one.
+//! `consume`, `latency`, `tt`, `durable`), e.g. for profiling one; `MSGSTREAM_BENCH_PAYLOADS`
+//! and `MSGSTREAM_BENCH_BATCHES` (comma-separated numbers) narrow the produce and consume cases.
 
 mod durable;
 mod latency;
@@ -76,6 +78,19 @@ fn wanted(kind: &str) -> bool {
     std::env::var("MSGSTREAM_BENCH_CASES").map_or(true, |cases| {
         cases.split(',').any(|case| case.trim() == kind)
     })
+}
+
+/// The values of a comma-separated list in environment variable `name`, or `all` if unset:
+/// `MSGSTREAM_BENCH_PAYLOADS=128 MSGSTREAM_BENCH_BATCHES=1` runs one produce case, e.g. under
+/// `valgrind --tool=callgrind` to count its instructions.
+fn chosen(name: &str, all: &[usize]) -> Vec<usize> {
+    match std::env::var(name) {
+        Ok(list) => list
+            .split(',')
+            .map(|v| v.trim().parse().expect("a number"))
+            .collect(),
+        Err(_) => all.to_vec(),
+    }
 }
 
 /// The median of the ratios of paired runs (`ours[i] / reference[i]`, each pair measured back

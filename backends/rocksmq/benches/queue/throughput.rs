@@ -7,7 +7,7 @@ use msgstream::mq::{Client, ConsumerOptions, InitialPosition};
 use msgstream_rocksmq::{column_family_options, database_options, RocksmqClient};
 use rocksdb::{ColumnFamilyDescriptor, WriteBatch, DB};
 
-use crate::{batch_of, key, median, paired_ratio, queue_options, raw_db, Scale, RUNS};
+use crate::{batch_of, chosen, key, median, paired_ratio, queue_options, raw_db, Scale, RUNS};
 
 /// Filled queues per consume case; each is read `CONSUME_PASSES` times by each side.
 const CONSUME_RUNS: usize = 3;
@@ -17,8 +17,8 @@ const CONSUME_PASSES: usize = 3;
 
 /// Every produce case: 128 B and 1 KiB payloads, batches of 1, 64 and 1024.
 pub fn produce_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
-    for payload in [128usize, 1024] {
-        for batch in [1usize, 64, 1024] {
+    for payload in chosen("MSGSTREAM_BENCH_PAYLOADS", &[128, 1024]) {
+        for batch in chosen("MSGSTREAM_BENCH_BATCHES", &[1, 64, 1024]) {
             let total = if batch == 1 {
                 scale.produce_msgs_unbatched
             } else {
@@ -52,7 +52,7 @@ pub fn produce_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
 
 /// Every consume case: 128 B and 1 KiB payloads, one group reading everything.
 pub fn consume_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
-    for payload in [128usize, 1024] {
+    for payload in chosen("MSGSTREAM_BENCH_PAYLOADS", &[128, 1024]) {
         let total = if payload == 128 {
             scale.consume_msgs
         } else {

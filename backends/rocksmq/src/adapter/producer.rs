@@ -7,7 +7,9 @@ use async_trait::async_trait;
 use msgstream::mq::{MessageId, Producer, ProducerMessage};
 use msgstream::{Error, Result};
 
+use crate::engine::Produced;
 use crate::topics::TopicState;
+use crate::writer::Batch;
 use crate::Rocksmq;
 
 /// A producer of one topic. `send_batch` writes the whole batch in one `WriteBatch` with
@@ -38,10 +40,15 @@ impl Producer for RocksmqProducer {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("rocksmq producer"));
         }
-        let ids = self
+        // Awaits only when there is something to wait for: an uncontended buffered send is
+        // written by `start_produce` itself.
+        let ids = match self
             .engine
-            .produce_to(self.topic.clone(), vec![message])
-            .await?;
+            .start_produce(&self.topic, Batch::One(message))?
+        {
+            Produced::Written(ids) => ids,
+            waiting => waiting.ids().await?,
+        };
         Ok(MessageId::from_u64(ids.start))
     }
 
@@ -49,7 +56,13 @@ impl Producer for RocksmqProducer {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("rocksmq producer"));
         }
-        let ids = self.engine.produce_to(self.topic.clone(), messages).await?;
+        let ids = match self
+            .engine
+            .start_produce(&self.topic, Batch::Many(messages))?
+        {
+            Produced::Written(ids) => ids,
+            waiting => waiting.ids().await?,
+        };
         Ok(ids.map(MessageId::from_u64).collect())
     }
 

@@ -45,9 +45,8 @@ type Reply = oneshot::Sender<Result<Range<u64>>>;
 
 struct Request {
     topic: Arc<TopicState>,
-    messages: Vec<ProducerMessage>,
-    /// `None` for the leader's own request, answered by return value.
-    reply: Option<Reply>,
+    messages: Batch,
+    reply: Reply,
 }
 
 #[derive(Default)]
@@ -65,8 +64,12 @@ pub(crate) const MAX_LINGER: Duration = Duration::from_micros(200);
 /// allocates nothing of its own (a single-message append is as lean as a raw put).
 #[derive(Default)]
 pub(crate) struct CommitScratch {
-    tails: Vec<(Arc<TopicState>, Tail)>,
-    answers: Vec<(Option<Reply>, Result<Range<u64>>)>,
+    /// The tails a commit moves: topic id, which batch's topic (0: the leader's own, `i + 1`:
+    /// the group's `i`-th), new tail. By position rather than by `Arc`, so that filling it
+    /// costs no reference count.
+    tails: Vec<(u64, usize, Tail)>,
+    /// The group's answers, in the group's order.
+    answers: Vec<Result<Range<u64>>>,
 }
 
 /// What a caller of [`Writer::enqueue`] does next.
@@ -75,22 +78,29 @@ pub(crate) enum Role {
     Done(Range<u64>),
     /// Another caller leads: await the answer.
     Follow(oneshot::Receiver<Result<Range<u64>>>),
-    /// This caller leads: pass the group to [`Writer::lead`].
-    Lead(Group),
+    /// This caller leads, with its own batch given back (never queued): pass it to
+    /// [`Writer::lead`] on this thread, or to [`Writer::lead_elsewhere`] on another.
+    Lead(Batch),
 }
 
-/// The requests a leader commits first (its own among them). Opaque outside the writer.
-pub(crate) struct Group(Vec<Request>);
+/// A producer's messages: one (a `send`, no vector to allocate) or several.
+pub(crate) enum Batch {
+    /// A single message.
+    One(ProducerMessage),
+    /// A batch of messages (never empty once queued).
+    Many(Vec<ProducerMessage>),
+}
 
-impl Group {
-    /// Makes the leader's own request answered through a channel, like a follower's: for a
-    /// leader whose commits run on another thread and may go on after its own group.
-    pub(crate) fn answer_by_channel(&mut self) -> oneshot::Receiver<Result<Range<u64>>> {
-        let (reply, answer) = oneshot::channel();
-        if let Some(request) = self.0.iter_mut().find(|r| r.reply.is_none()) {
-            request.reply = Some(reply);
+impl Batch {
+    fn as_slice(&self) -> &[ProducerMessage] {
+        match self {
+            Batch::One(message) => std::slice::from_ref(message),
+            Batch::Many(messages) => messages,
         }
-        answer
+    }
+
+    fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
     }
 }
 
@@ -112,12 +122,10 @@ impl Drop for LeaderGuard<'_> {
             std::mem::take(&mut queue.pending)
         };
         for request in pending {
-            if let Some(reply) = request.reply {
-                let _ = reply.send(Err(Error::backend(
-                    BACKEND,
-                    "the commit of an earlier batch panicked; this batch was not written",
-                )));
-            }
+            let _ = request.reply.send(Err(Error::backend(
+                BACKEND,
+                "the commit of an earlier batch panicked; this batch was not written",
+            )));
         }
     }
 }
@@ -204,58 +212,92 @@ impl Writer {
     }
 
     /// Queues `messages` for `topic`: the caller either leads the next commit (and must call
-    /// [`Writer::lead`] with the group) or follows and awaits its answer.
+    /// [`Writer::lead`] or [`Writer::lead_elsewhere`] with the batch it gets back) or follows
+    /// and awaits its answer.
     ///
     /// Cancel-safe in the sense that matters: once queued, the batch is written (or fails) even
     /// if the follower's future is dropped; only the answer is lost.
-    pub(crate) fn enqueue(
-        &self,
-        topic: Arc<TopicState>,
-        messages: Vec<ProducerMessage>,
-    ) -> Result<Role> {
+    #[inline]
+    pub(crate) fn enqueue(&self, topic: &Arc<TopicState>, messages: Batch) -> Result<Role> {
         topic.check_live()?;
         if messages.is_empty() {
             let next = topic.tail().next_id;
             return Ok(Role::Done(next..next));
         }
-        let mut request = Request {
-            topic,
-            messages,
-            reply: None,
-        };
         let mut queue = lock(&self.queue);
         if queue.leading {
             let (reply, answer) = oneshot::channel();
-            request.reply = Some(reply);
-            queue.pending.push(request);
+            queue.pending.push(Request {
+                topic: topic.clone(),
+                messages,
+                reply,
+            });
             if queue.lingering {
                 self.arrived.notify_one();
             }
             return Ok(Role::Follow(answer));
         }
+        // Nothing is queued while nobody leads (a leader stops only on an empty queue), so the
+        // new leader's first commit is its own batch, written straight from the caller's hands:
+        // an uncontended append builds no request and no group.
         queue.leading = true;
-        let mut group = Vec::with_capacity(1 + queue.pending.len());
-        group.push(request);
-        group.append(&mut queue.pending);
-        Ok(Role::Lead(Group(group)))
+        Ok(Role::Lead(messages))
     }
 
-    /// Commits the leader's first group (its own request and whatever was queued), then keeps
-    /// committing until the queue is empty. Returns the leader's own answer.
+    /// Commits the leader's own batch (`own`, of `topic`), then keeps committing whatever was
+    /// queued meanwhile until the queue is empty. Returns the leader's own answer.
     ///
     /// If a commit panics, the leadership is handed back and every queued producer is answered
     /// with an error on the way out, so no later producer waits forever.
-    pub(crate) fn lead(&self, store: &Store, first: Group) -> Result<Range<u64>> {
+    #[inline]
+    pub(crate) fn lead(
+        &self,
+        store: &Store,
+        topic: &Arc<TopicState>,
+        own: &Batch,
+    ) -> Result<Range<u64>> {
+        let mine = self.lead_from(store, Some((topic, own.as_slice())), Vec::new());
+        mine.unwrap_or_else(|| Err(Error::Closed("rocksmq client")))
+    }
+
+    /// [`Writer::lead`] for a leader whose commits run on another thread and may go on after
+    /// its own group: its caller is answered through `reply` like a follower, as soon as its
+    /// own batch is written.
+    pub(crate) fn lead_elsewhere(
+        &self,
+        store: &Store,
+        topic: Arc<TopicState>,
+        own: Batch,
+        reply: Reply,
+    ) {
+        let request = Request {
+            topic,
+            messages: own,
+            reply,
+        };
+        self.lead_from(store, None, vec![request]);
+    }
+
+    /// The leader's loop: commits `own` and `first` in one write, then every group queued
+    /// meanwhile. Returns the answer for `own`.
+    #[inline]
+    fn lead_from(
+        &self,
+        store: &Store,
+        own: Option<(&Arc<TopicState>, &[ProducerMessage])>,
+        first: Vec<Request>,
+    ) -> Option<Result<Range<u64>>> {
         let mut guard = LeaderGuard {
             writer: self,
             done: false,
         };
         // Batches expected back after each commit: the ones just answered, plus those queued
-        // before the answers went out (they came from earlier groups).
-        let mut expected = first.0.len();
-        let started = Instant::now();
-        let mine = self.commit_group(store, first.0, &mut expected);
-        let mut last_commit = started.elapsed();
+        // before the answers went out (they came from earlier groups). Only a synced leader
+        // lingers for them, and only it needs the clock.
+        let mut expected = first.len() + usize::from(own.is_some());
+        let started = self.syncs.then(Instant::now);
+        let mine = self.commit_group(store, own, first, &mut expected);
+        let mut last_commit = started.map_or(Duration::ZERO, |started| started.elapsed());
         loop {
             let group = {
                 let mut queue = lock(&self.queue);
@@ -269,12 +311,12 @@ impl Writer {
                 std::mem::take(&mut queue.pending)
             };
             expected = group.len();
-            let started = Instant::now();
-            self.commit_group(store, group, &mut expected);
-            last_commit = started.elapsed();
+            let started = self.syncs.then(Instant::now);
+            self.commit_group(store, None, group, &mut expected);
+            last_commit = started.map_or(Duration::ZERO, |started| started.elapsed());
         }
         guard.done = true;
-        mine.unwrap_or(Err(Error::Closed("rocksmq client")))
+        mine
     }
 
     /// Waits until `expected` batches are queued (the producers just answered are back), at
@@ -303,12 +345,13 @@ impl Writer {
         queue
     }
 
-    /// Writes `group` in one batch and answers the followers; returns the answer of the request
-    /// without a reply channel (the leader's own), if it was in the group and the store open.
-    /// Under synced writes, adds to `expected` the batches queued before the answers go out.
+    /// Writes `own` (the leader's batch, answered by return value) and `group` in one batch and
+    /// answers the followers; returns the answer for `own` (`None` without one). Under synced
+    /// writes, adds to `expected` the batches queued before the answers go out.
     fn commit_group(
         &self,
         store: &Store,
+        own: Option<(&Arc<TopicState>, &[ProducerMessage])>,
         group: Vec<Request>,
         expected: &mut usize,
     ) -> Option<Result<Range<u64>>> {
@@ -318,66 +361,57 @@ impl Writer {
         tails.clear();
         answers.clear();
         answers.reserve(group.len());
+        // The leader's own ids, once appended (`None` if its topic was destroyed or the store
+        // was not reached): kept small, its error is built only if there is one.
+        let mut own_ids = None;
         let written = store.with(|db| {
-            let messages_cf = db.cf(CF_MESSAGES)?;
-            let mut batch = rocksdb::WriteBatch::default();
-            for request in group {
-                if let Err(e) = request.topic.check_live() {
-                    answers.push((request.reply, Err(e)));
-                    continue;
+            let mut batch = Appender {
+                db,
+                batch: rocksdb::WriteBatch::default(),
+                messages_cf: db.cf(CF_MESSAGES)?,
+                tails,
+                page_size: self.page_size,
+            };
+            // A destroyed topic fails its own batches only; any other error fails the commit.
+            if let Some((topic, messages)) = own {
+                if topic.is_live() {
+                    own_ids = Some(batch.append(0, topic, messages)?);
                 }
-                let slot = match tails
-                    .iter()
-                    .position(|(t, _)| Arc::ptr_eq(t, &request.topic))
-                {
-                    Some(slot) => slot,
-                    None => {
-                        let tail = request.topic.tail();
-                        tails.push((request.topic.clone(), tail));
-                        tails.len() - 1
-                    }
-                };
-                let topic_id = request.topic.id;
-                let tail = &mut tails[slot].1;
-                let first = tail.next_id;
-                for message in &request.messages {
-                    let id = tail.next_id;
-                    let key = message_key(topic_id, id);
-                    batch.put_cf(messages_cf, key, &message.payload);
-                    let mut bytes = message.payload.len() as u64;
-                    if !message.properties.is_empty() {
-                        request.topic.note_properties();
-                        let encoded = encode_properties(&message.properties);
-                        bytes += encoded.len() as u64;
-                        batch.put_cf(db.cf(CF_PROPERTIES)?, key, encoded);
-                    }
-                    tail.next_id += 1;
-                    tail.page_bytes += bytes;
-                    if tail.page_bytes >= self.page_size {
-                        let page = PageRecord {
-                            last_id: id,
-                            bytes: tail.page_bytes,
-                            closed_ms: now_ms(),
-                        };
-                        batch.put_cf(
-                            db.cf(CF_PAGES)?,
-                            message_key(topic_id, tail.page_first),
-                            page.encode(),
-                        );
-                        tail.page_first = tail.next_id;
-                        tail.page_bytes = 0;
-                    }
-                }
-                answers.push((request.reply, Ok(first..tail.next_id)));
             }
-            db.write(batch)
+            for (i, request) in group.iter().enumerate() {
+                let ids = match request.topic.check_live() {
+                    Ok(()) => {
+                        Ok(batch.append(i + 1, &request.topic, request.messages.as_slice())?)
+                    }
+                    Err(e) => Err(e),
+                };
+                answers.push(ids);
+            }
+            db.write(batch.batch)
+        });
+        let batches = group.len() + usize::from(own.is_some());
+        let mut mine = own.map(|(topic, _)| match own_ids.clone() {
+            Some(ids) => Ok(ids),
+            None => topic.check_live().and(Err(Error::Closed("rocksmq client"))),
         });
         match written {
             Ok(()) => {
-                self.writes.fetch_add(1, Ordering::Relaxed);
-                self.batches
-                    .fetch_add(answers.len() as u64, Ordering::Relaxed);
-                for (topic, tail) in tails.drain(..) {
+                // Only commits change the counters, and they hold the commit lock: no atomic
+                // read-modify-write needed.
+                let stats = (&self.writes, &self.batches);
+                stats
+                    .0
+                    .store(stats.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                let batches = stats.1.load(Ordering::Relaxed) + batches as u64;
+                stats.1.store(batches, Ordering::Relaxed);
+                for (_, slot, tail) in tails.drain(..) {
+                    let topic = match slot.checked_sub(1) {
+                        Some(i) => &group[i].topic,
+                        None => match own {
+                            Some((topic, _)) => topic,
+                            None => continue,
+                        },
+                    };
                     *lock(&topic.tail) = tail;
                     topic.publish(tail.next_id);
                 }
@@ -387,29 +421,99 @@ impl Writer {
                 let closed = matches!(e, Error::Closed(_));
                 let message = e.to_string();
                 let transient = e.is_transient();
-                for (_, answer) in answers.iter_mut().filter(|(_, answer)| answer.is_ok()) {
-                    *answer = Err(if closed {
+                let failed = || {
+                    Err(if closed {
                         Error::Closed("rocksmq client")
                     } else if transient {
                         Error::transient(BACKEND, message.clone())
                     } else {
                         Error::backend(BACKEND, message.clone())
-                    });
+                    })
+                };
+                for answer in answers.iter_mut().filter(|answer| answer.is_ok()) {
+                    *answer = failed();
+                }
+                // The store was never reached (closed): nobody was answered at all.
+                answers.resize_with(group.len(), failed);
+                // Appended but not written, or never reached: the write's error either way.
+                if own_ids.is_some() || matches!(mine, Some(Err(Error::Closed(_)))) {
+                    mine = Some(failed());
                 }
             }
         }
         if self.syncs {
             *expected += lock(&self.queue).pending.len();
         }
-        let mut own = None;
-        for (reply, answer) in answers.drain(..) {
-            match reply {
+        if !group.is_empty() {
+            for (request, answer) in group.into_iter().zip(answers.drain(..)) {
                 // A caller that stopped waiting loses only the answer; its data is written.
-                Some(reply) => drop(reply.send(answer)),
-                None => own = Some(answer),
+                drop(request.reply.send(answer));
             }
         }
-        own
+        mine
+    }
+}
+
+/// One commit's `WriteBatch` being filled, with the tails it moves (see [`CommitScratch`]).
+struct Appender<'a, 'db> {
+    db: &'a crate::store::Db<'db>,
+    batch: rocksdb::WriteBatch,
+    messages_cf: &'a rocksdb::ColumnFamily,
+    tails: &'a mut Vec<(u64, usize, Tail)>,
+    page_size: u64,
+}
+
+impl Appender<'_, '_> {
+    /// Adds `messages` of `topic` (checked live by the caller), the commit's `batch`-th batch
+    /// (see [`CommitScratch::tails`]), with the next ids of its tail (as moved by this commit so
+    /// far), and the record of any page they close; returns their ids. An error fails the
+    /// whole commit.
+    fn append(
+        &mut self,
+        batch: usize,
+        topic: &TopicState,
+        messages: &[ProducerMessage],
+    ) -> Result<Range<u64>> {
+        // Topic ids are never reused, so the id tells the topic.
+        let topic_id = topic.id;
+        let slot = match self.tails.iter().position(|(id, _, _)| *id == topic_id) {
+            Some(slot) => slot,
+            None => {
+                self.tails.push((topic_id, batch, topic.tail()));
+                self.tails.len() - 1
+            }
+        };
+        let tail = &mut self.tails[slot].2;
+        let first = tail.next_id;
+        for message in messages {
+            let id = tail.next_id;
+            let key = message_key(topic_id, id);
+            self.batch.put_cf(self.messages_cf, key, &message.payload);
+            let mut bytes = message.payload.len() as u64;
+            if !message.properties.is_empty() {
+                topic.note_properties();
+                let encoded = encode_properties(&message.properties);
+                bytes += encoded.len() as u64;
+                self.batch.put_cf(self.db.cf(CF_PROPERTIES)?, key, encoded);
+            }
+            tail.next_id += 1;
+            tail.page_bytes += bytes;
+            if tail.page_bytes >= self.page_size {
+                let page = PageRecord {
+                    last_id: id,
+                    bytes: tail.page_bytes,
+                    closed_ms: now_ms(),
+                };
+                self.batch.put_cf(
+                    self.db.cf(CF_PAGES)?,
+                    message_key(topic_id, tail.page_first),
+                    page.encode(),
+                );
+                tail.page_first = tail.next_id;
+                tail.page_bytes = 0;
+            }
+        }
+        Ok(first..tail.next_id)
     }
 }
 

@@ -15,11 +15,11 @@ async fn a_leader_that_unwinds_answers_the_queued_producers() {
         .with(|db| topics.get_or_create(db, "t"))
         .expect("topic");
     let writer = Writer::new(1 << 20, false);
-    let batch = || vec![ProducerMessage::new("x")];
-    let Ok(Role::Lead(_group)) = writer.enqueue(topic.clone(), batch()) else {
+    let batch = || Batch::One(ProducerMessage::new("x"));
+    let Ok(Role::Lead(_own)) = writer.enqueue(&topic, batch()) else {
         panic!("the first caller leads");
     };
-    let Ok(Role::Follow(answer)) = writer.enqueue(topic.clone(), batch()) else {
+    let Ok(Role::Follow(answer)) = writer.enqueue(&topic, batch()) else {
         panic!("the second caller follows");
     };
     // What unwinding out of `lead` does: the guard is dropped without finishing.
@@ -32,10 +32,10 @@ async fn a_leader_that_unwinds_answers_the_queued_producers() {
         matches!(&answered, Err(Error::Backend { message, .. }) if message.contains("panicked")),
         "{answered:?}"
     );
-    let Ok(Role::Lead(group)) = writer.enqueue(topic, batch()) else {
+    let Ok(Role::Lead(own)) = writer.enqueue(&topic, batch()) else {
         panic!("the next caller leads again");
     };
-    assert_eq!(writer.lead(&store, group).expect("written"), 1..2);
+    assert_eq!(writer.lead(&store, &topic, &own).expect("written"), 1..2);
 }
 
 /// Batches that queue up while a write is in progress go out together in the next one.
@@ -55,12 +55,12 @@ async fn queued_batches_share_one_write() {
     let blocked = writer.exclusive();
     let spawn = |n: usize| {
         let (writer, store, topic) = (writer.clone(), store.clone(), topic.clone());
-        let messages = (0..n).map(|_| ProducerMessage::new("x")).collect();
+        let messages = Batch::Many((0..n).map(|_| ProducerMessage::new("x")).collect());
         tokio::spawn(async move {
-            match writer.enqueue(topic, messages)? {
+            match writer.enqueue(&topic, messages)? {
                 Role::Done(range) => Ok(range),
                 Role::Follow(answer) => answer.await.map_err(|_| Error::Closed("writer"))?,
-                Role::Lead(group) => writer.lead(&store, group),
+                Role::Lead(own) => writer.lead(&store, &topic, &own),
             }
         })
     };
@@ -108,24 +108,24 @@ async fn a_synced_leader_answers_early_and_lingers_for_the_answered() {
         .expect("topic");
     // Long enough that only an arrival ends the first linger; the last one times out.
     let writer = Arc::new(Writer::new(1 << 20, true).with_linger_bound(Duration::from_secs(1)));
-    let batch = || vec![ProducerMessage::new("x")];
-    let Ok(Role::Lead(mut group)) = writer.enqueue(topic.clone(), batch()) else {
+    let batch = || Batch::One(ProducerMessage::new("x"));
+    let Ok(Role::Lead(first)) = writer.enqueue(&topic, batch()) else {
         panic!("the first caller leads");
     };
-    let own = group.answer_by_channel();
+    let (reply, own) = oneshot::channel();
     let followers: Vec<_> = (0..2)
-        .map(|_| match writer.enqueue(topic.clone(), batch()) {
+        .map(|_| match writer.enqueue(&topic, batch()) {
             Ok(Role::Follow(answer)) => answer,
             _ => panic!("later callers follow"),
         })
         .collect();
     let leader = {
-        let (writer, store) = (writer.clone(), store.clone());
-        std::thread::spawn(move || writer.lead(&store, group))
+        let (writer, store, topic) = (writer.clone(), store.clone(), topic.clone());
+        std::thread::spawn(move || writer.lead_elsewhere(&store, topic, first, reply))
     };
     // Answered while the leader waits for the two queued batches and this one's next.
     assert_eq!(own.await.expect("answered").expect("written"), 1..2);
-    let Ok(Role::Follow(again)) = writer.enqueue(topic, batch()) else {
+    let Ok(Role::Follow(again)) = writer.enqueue(&topic, batch()) else {
         panic!("the leader is still leading");
     };
     let mut ranges = Vec::new();
@@ -134,7 +134,7 @@ async fn a_synced_leader_answers_early_and_lingers_for_the_answered() {
     }
     ranges.sort_by_key(|r| r.start);
     assert_eq!(ranges, [2..3, 3..4, 4..5]);
-    drop(leader.join().expect("leader thread"));
+    leader.join().expect("leader thread");
     assert_eq!(
         writer.stats(),
         WriteStats {
@@ -143,4 +143,52 @@ async fn a_synced_leader_answers_early_and_lingers_for_the_answered() {
         },
         "the three queued batches went out in one write"
     );
+}
+
+/// A batch whose topic is destroyed while it waits in the queue fails on its own (the leader's
+/// batch is written) and consumes no id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::await_holding_lock,
+    reason = "holding the commit lock while a follower queues up is what this test does"
+)]
+async fn a_queued_batch_of_a_destroyed_topic_fails_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(Store::open(dir.path(), Durability::Buffered).expect("open"));
+    let topics = store.with(Topics::load).expect("topics");
+    let (keep, gone) = store
+        .with(|db| {
+            Ok((
+                topics.get_or_create(db, "keep")?,
+                topics.get_or_create(db, "gone")?,
+            ))
+        })
+        .expect("topics");
+    let writer = Arc::new(Writer::new(1 << 20, false));
+    let blocked = writer.exclusive();
+    let leader = {
+        let (writer, store, keep) = (writer.clone(), store.clone(), keep.clone());
+        std::thread::spawn(move || {
+            let Ok(Role::Lead(own)) = writer.enqueue(&keep, Batch::One(ProducerMessage::new("k")))
+            else {
+                panic!("the first caller leads");
+            };
+            writer.lead(&store, &keep, &own)
+        })
+    };
+    while !lock(&writer.queue).leading {
+        tokio::task::yield_now().await;
+    }
+    let Ok(Role::Follow(answer)) = writer.enqueue(&gone, Batch::One(ProducerMessage::new("g")))
+    else {
+        panic!("the second caller follows");
+    };
+    gone.destroyed.store(true, Ordering::Release);
+    drop(blocked);
+    assert_eq!(leader.join().expect("leader").expect("written"), 1..2);
+    assert!(matches!(
+        answer.await.expect("answered"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(gone.tail().next_id, 1, "no id consumed");
 }
