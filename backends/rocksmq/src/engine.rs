@@ -18,7 +18,7 @@ use crate::read::Cursor;
 use crate::retention::{Policy, RetentionProgress};
 use crate::store::Store;
 use crate::topics::{TopicState, Topics, FIRST_MESSAGE_ID};
-use crate::writer::{Batch, Role, WriteStats, Writer};
+use crate::writer::{Batch, Reply, Role, WriteStats, Writer};
 use crate::{RocksmqOptions, TopicReader};
 
 pub(crate) struct Inner {
@@ -216,10 +216,11 @@ impl Rocksmq {
         // runtime would stall for every fsync). The leader's thread may go on committing later
         // groups; this caller is answered as soon as its own group is durable.
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let (inner, topic) = (self.inner.clone(), topic.clone());
-        drop(tokio::task::spawn_blocking(move || {
-            inner.writer.lead_elsewhere(&inner.store, topic, own, reply)
-        }));
+        let lead = SyncedLead {
+            inner: self.inner.clone(),
+            job: Some((topic.clone(), own, reply)),
+        };
+        drop(tokio::task::spawn_blocking(move || lead.run()));
         Ok(Produced::Waiting(answer))
     }
 
@@ -360,3 +361,38 @@ fn report_lost_tail(
     }
     Ok(lost)
 }
+
+/// A synced leader's commits, on their way to a blocking thread.
+///
+/// A runtime that is shutting down drops blocking tasks it has not started. Dropped unrun,
+/// this hands the leadership back (see `Writer::hand_back`): the caller's answer channel
+/// closes (its send fails) and the producers queued behind it are answered with
+/// [`Error::Closed`], where they would otherwise wait forever for a leader that never ran.
+struct SyncedLead {
+    inner: Arc<Inner>,
+    job: Option<(Arc<TopicState>, Batch, Reply)>,
+}
+
+impl SyncedLead {
+    fn run(mut self) {
+        if let Some((topic, own, reply)) = self.job.take() {
+            self.inner
+                .writer
+                .lead_elsewhere(&self.inner.store, topic, own, reply);
+        }
+    }
+}
+
+impl Drop for SyncedLead {
+    fn drop(&mut self) {
+        if self.job.take().is_some() {
+            self.inner
+                .writer
+                .hand_back(|| Error::Closed("rocksmq writer (the runtime is shutting down)"));
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

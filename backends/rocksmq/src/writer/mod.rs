@@ -41,7 +41,7 @@ use crate::store::{Store, BACKEND};
 use crate::topics::{Tail, TopicState};
 
 /// Where a producer waits for its ids.
-type Reply = oneshot::Sender<Result<Range<u64>>>;
+pub(crate) type Reply = oneshot::Sender<Result<Range<u64>>>;
 
 struct Request {
     topic: Arc<TopicState>,
@@ -113,19 +113,13 @@ struct LeaderGuard<'a> {
 
 impl Drop for LeaderGuard<'_> {
     fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let pending = {
-            let mut queue = lock(&self.writer.queue);
-            queue.leading = false;
-            std::mem::take(&mut queue.pending)
-        };
-        for request in pending {
-            let _ = request.reply.send(Err(Error::backend(
-                BACKEND,
-                "the commit of an earlier batch panicked; this batch was not written",
-            )));
+        if !self.done {
+            self.writer.hand_back(|| {
+                Error::backend(
+                    BACKEND,
+                    "the commit of an earlier batch panicked; this batch was not written",
+                )
+            });
         }
     }
 }
@@ -242,6 +236,20 @@ impl Writer {
         // an uncontended append builds no request and no group.
         queue.leading = true;
         Ok(Role::Lead(messages))
+    }
+
+    /// Gives up the leadership of a leader that will not commit (its commit panicked, or its
+    /// blocking thread was never started): every queued producer is answered with `error()`
+    /// instead of waiting for that leader, and the next producer leads.
+    pub(crate) fn hand_back(&self, error: impl Fn() -> Error) {
+        let pending = {
+            let mut queue = lock(&self.queue);
+            queue.leading = false;
+            std::mem::take(&mut queue.pending)
+        };
+        for request in pending {
+            let _ = request.reply.send(Err(error()));
+        }
     }
 
     /// Commits the leader's own batch (`own`, of `topic`), then keeps committing whatever was
