@@ -131,6 +131,23 @@ impl Admin {
         }
     }
 
+    /// One nsqd's `/stats` as JSON, of `topic` only or of every topic; a status other than
+    /// 200 is a transient error.
+    async fn stats(&self, addr: &str, topic: Option<&str>) -> Result<serde_json::Value> {
+        let target = match topic {
+            Some(t) => format!("/stats?format=json&topic={}", http::query_value(t)),
+            None => "/stats?format=json".to_string(),
+        };
+        let (status, body) = self.call(addr, "GET", &target, b"").await?;
+        if status != 200 {
+            return Err(Error::transient(
+                BACKEND,
+                format!("{addr} /stats answered {status}"),
+            ));
+        }
+        json_reply(addr, "/stats", &body)
+    }
+
     async fn call(
         &self,
         addr: &str,
@@ -153,18 +170,7 @@ impl Admin {
     async fn topics_at(&self, addrs: &[String], topic: Option<&str>) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         for addr in addrs {
-            let target = match topic {
-                Some(t) => format!("/stats?format=json&topic={}", http::query_value(t)),
-                None => "/stats?format=json".to_string(),
-            };
-            let (status, body) = self.call(addr, "GET", &target, b"").await?;
-            if status != 200 {
-                return Err(Error::transient(
-                    BACKEND,
-                    format!("{addr} /stats answered {status}"),
-                ));
-            }
-            let stats = json_reply(addr, "/stats", &body)?;
+            let stats = self.stats(addr, topic).await?;
             for entry in stats["topics"].as_array().cloned().unwrap_or_default() {
                 let partition = entry["topic_partition"]
                     .as_str()
@@ -436,15 +442,7 @@ impl Admin {
         topic: &str,
         partition: u32,
     ) -> Result<Option<PartitionStats>> {
-        let target = format!("/stats?format=json&topic={}", http::query_value(topic));
-        let (status, body) = self.call(addr, "GET", &target, b"").await?;
-        if status != 200 {
-            return Err(Error::transient(
-                BACKEND,
-                format!("{addr} /stats answered {status}"),
-            ));
-        }
-        let stats = json_reply(addr, "/stats", &body)?;
+        let stats = self.stats(addr, Some(topic)).await?;
         let wanted = partition.to_string();
         let entry = stats["topics"].as_array().and_then(|topics| {
             topics.iter().find(|t| {
