@@ -24,7 +24,10 @@
 //!
 //! The machine is shared, so each case runs `MSGSTREAM_BENCH_ROUNDS` times (default 3) on a
 //! fresh server, alternating which side goes first, and each side's median is printed.
-//! `MSGSTREAM_BENCH_CASES=pub` (or `sub`, `pynsq`, comma-separated) runs one kind of case.
+//! `MSGSTREAM_BENCH_CASES=pub` (or `sub`, `pynsq`, comma-separated) runs one kind of case;
+//! for profiling one side under `valgrind --tool=callgrind`, `MSGSTREAM_BENCH_MODES=single`
+//! (or `mpub100`, `1`, `200`) narrows it to one mode and `MSGSTREAM_BENCH_SIDE=client` (or
+//! `ceiling`) measures only that side, printing its rate and no ratio.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::path::PathBuf;
@@ -39,6 +42,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const BODY: [u8; 128] = [b'x'; 128];
+
+/// The topics of the two sides (a round's server serves both). Their names are as long as
+/// each other: the server parses every command's line byte by byte, so a longer name costs it
+/// more per publish, and the ceiling must be sent the same commands, not shorter ones.
+const CLIENT_TOPIC: &str = "client";
+const CEILING_TOPIC: &str = "direct";
+const _: () = assert!(CLIENT_TOPIC.len() == CEILING_TOPIC.len());
 
 fn pub_cmd(topic: &str) -> Vec<u8> {
     let mut cmd = format!("PUB {topic}\n").into_bytes();
@@ -173,10 +183,10 @@ async fn client_pub(server: &TestServer, n: usize, batch: usize, concurrency: us
             tokio::spawn(async move {
                 for _ in 0..rounds {
                     if batch == 1 {
-                        producer.publish("client", &BODY).await.unwrap();
+                        producer.publish(CLIENT_TOPIC, &BODY).await.unwrap();
                     } else {
                         producer
-                            .multi_publish("client", None, &bodies)
+                            .multi_publish(CLIENT_TOPIC, None, &bodies)
                             .await
                             .unwrap();
                     }
@@ -235,6 +245,14 @@ fn wanted(kind: &str) -> bool {
         .map_or(true, |cases| cases.split(',').any(|c| c.trim() == kind))
 }
 
+/// Whether the case's mode (`mode=single`, `max_in_flight=200`, …) was asked for by
+/// `MSGSTREAM_BENCH_MODES` (comma-separated values after the `=`; all when unset).
+fn wanted_mode(mode: &str) -> bool {
+    let value = mode.split_once('=').map_or(mode, |(_, v)| v);
+    std::env::var("MSGSTREAM_BENCH_MODES")
+        .map_or(true, |modes| modes.split(',').any(|m| m.trim() == value))
+}
+
 /// Runs one case `rounds()` times, each on a fresh server, alternating which side goes first,
 /// and prints the medians. `run(server, ceiling)` measures one side and returns its duration.
 async fn case<F, Fut>(case: &str, mode: &str, n: usize, run: F)
@@ -242,10 +260,18 @@ where
     F: Fn(Arc<TestServer>, bool) -> Fut,
     Fut: std::future::Future<Output = Duration>,
 {
+    if !wanted_mode(mode) {
+        return;
+    }
+    let only = std::env::var("MSGSTREAM_BENCH_SIDE").ok();
     let (mut client, mut ceiling) = (Vec::new(), Vec::new());
     for round in 0..rounds() {
         let server = Arc::new(TestServer::start(Options::default()).await.unwrap());
         for ceiling_side in [round % 2 == 0, round % 2 == 1] {
+            let side = if ceiling_side { "ceiling" } else { "client" };
+            if only.as_deref().is_some_and(|only| only != side) {
+                continue;
+            }
             let rate = n as f64 / run(server.clone(), ceiling_side).await.as_secs_f64();
             if ceiling_side {
                 ceiling.push(rate);
@@ -253,6 +279,14 @@ where
                 client.push(rate);
             }
         }
+    }
+    if let Some(only) = only {
+        let rates = if only == "ceiling" { ceiling } else { client };
+        println!(
+            "case={case} {mode} side={only} msgs_per_s={:.0}",
+            median(rates)
+        );
+        return;
     }
     let (rate, ceiling_rate) = (median(client), median(ceiling));
     println!(
@@ -328,7 +362,7 @@ fn main() {
             let n = 128_000;
             case("pub", "mode=single", n, |server, ceiling| async move {
                 if ceiling {
-                    raw_pipeline(&server, &pub_cmd("raw"), n, 64).await
+                    raw_pipeline(&server, &pub_cmd(CEILING_TOPIC), n, 64).await
                 } else {
                     client_pub(&server, n, 1, 64).await
                 }
@@ -337,7 +371,7 @@ fn main() {
             let n = 400_000;
             case("pub", "mode=mpub100", n, |server, ceiling| async move {
                 if ceiling {
-                    raw_pipeline(&server, &mpub_cmd("raw", 100), n / 100, 8).await
+                    raw_pipeline(&server, &mpub_cmd(CEILING_TOPIC, 100), n / 100, 8).await
                 } else {
                     client_pub(&server, n, 100, 8).await
                 }
@@ -349,11 +383,11 @@ fn main() {
                 let mode = format!("max_in_flight={max_in_flight}");
                 case("sub", &mode, n, |server, ceiling| async move {
                     if ceiling {
-                        fill(&server, "raw", n).await;
-                        raw_consume(&server, "raw", max_in_flight, n).await
+                        fill(&server, CEILING_TOPIC, n).await;
+                        raw_consume(&server, CEILING_TOPIC, max_in_flight, n).await
                     } else {
-                        fill(&server, "client", n).await;
-                        client_consume(&server, "client", max_in_flight, n).await
+                        fill(&server, CLIENT_TOPIC, n).await;
+                        client_consume(&server, CLIENT_TOPIC, max_in_flight, n).await
                     }
                 })
                 .await;

@@ -241,10 +241,21 @@ impl Writer {
     /// that must order something else with the command (the producer's reply waiters) do it
     /// before this returns.
     pub(crate) fn encode(&self, encode: impl FnOnce(&mut BytesMut)) -> Result<()> {
+        self.encode_then(encode, || ())
+    }
+
+    /// [`Writer::encode`], then `then()` before the command can be followed by any other: a
+    /// producer registers the command's reply waiter so, in command order.
+    pub(crate) fn encode_then(
+        &self,
+        encode: impl FnOnce(&mut BytesMut),
+        then: impl FnOnce(),
+    ) -> Result<()> {
         let mut pending = self.shared.lock();
         if pending.closed {
             return Err(Error::Closed("connection"));
         }
+        then();
         let before = pending.buf.len();
         encode(&mut pending.buf);
         pending.queued += (pending.buf.len() - before) as u64;

@@ -8,15 +8,13 @@
 //! the next nsqd (reconnecting lazily), while a permanent refusal (bad topic, bad message) is
 //! returned at once.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use crate::codec::{validate_name, Command, TraceReceipt};
 use crate::conn::{Conn, ConnConfig, Event};
@@ -46,25 +44,72 @@ impl Default for ProducerConfig {
     }
 }
 
-/// A request waiting for its reply; replies come in command order, so they pop from the front.
-struct Waiter {
-    /// When the request gives up: sent plus the read timeout.
-    deadline: Instant,
-    /// `None` once the watchdog failed the request: its slot stays, so a late reply is still
-    /// matched to it and not to the request after it.
-    reply: Option<oneshot::Sender<Result<Bytes>>>,
+/// Where a request's reply goes.
+type ReplyTo = oneshot::Sender<Result<Bytes>>;
+
+/// The requests of one connection waiting for their replies, in command order: replies come
+/// in command order, so each one answers the oldest waiter.
+///
+/// Senders register their waiter through a channel, under the connection's write lock
+/// ([`crate::conn::Writer::encode_then`]) so waiters queue in command order; only the reader
+/// (and the watchdog, once) takes them out. So a publish takes one lock, not two, and the
+/// reader none that publishers contend for: with publishers on both workers of a runtime,
+/// a second lock they all took was a contended one.
+///
+/// What senders write and what the reader writes sit on separate cache lines, so the reader's
+/// count of replies does not move the senders' line between cores with every reply.
+struct Waiters {
+    queue: Mutex<mpsc::Receiver<ReplyTo>>,
+    /// Requests sent (written under the write lock) and replies received (by the reader):
+    /// what the watchdog reads progress from.
+    sent: OwnLine<AtomicU64>,
+    answered: OwnLine<AtomicU64>,
+    /// The watchdog gave up on the connection: its waiters failed with a timeout.
+    timed_out: AtomicBool,
+}
+
+/// A value alone on its cache line (two 64-byte lines: adjacent lines are fetched together).
+#[repr(align(128))]
+struct OwnLine<T>(T);
+
+impl<T> std::ops::Deref for OwnLine<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl Waiters {
+    fn take(&self) -> Option<ReplyTo> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .try_recv()
+            .ok()
+    }
+
+    /// Fails every waiting request with `error()`.
+    fn fail_all(&self, error: impl Fn() -> Error) {
+        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        while let Ok(reply_to) = queue.try_recv() {
+            let _ = reply_to.send(Err(error()));
+        }
+    }
 }
 
 /// One pipelined producer connection.
 ///
-/// Request deadlines are kept by one watchdog task per connection instead of a timer per
-/// request (a timer wheel entry made and dropped for every publish was a visible part of the
-/// cost of a single PUB): it sleeps until the oldest unanswered request's deadline and fails
-/// every request past its own, so a stuck reply still fails the waiting sends within the
-/// timeout.
+/// Replies are timed by one watchdog task per connection instead of a timer per request (a
+/// timer wheel entry made and dropped for every publish was a visible part of the cost of a
+/// single PUB): when requests wait and no reply came for a whole `read_timeout`, it fails
+/// them all with [`Error::Timeout`] and closes the connection, which a later reply could no
+/// longer be matched on. So a request fails at most `read_timeout` (plus a quarter, the
+/// watchdog's period) after the connection's last reply, if its own has not come.
 struct Link {
     conn: Conn,
-    waiters: Arc<Mutex<VecDeque<Waiter>>>,
+    replies: mpsc::Sender<ReplyTo>,
+    waiters: Arc<Waiters>,
     alive: Arc<AtomicBool>,
     watchdog: JoinHandle<()>,
 }
@@ -75,16 +120,19 @@ impl Drop for Link {
     }
 }
 
-fn lock(waiters: &Mutex<VecDeque<Waiter>>) -> std::sync::MutexGuard<'_, VecDeque<Waiter>> {
-    waiters.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Link {
     async fn open(addr: &str, config: &ConnConfig) -> Result<Link> {
-        let waiters: Arc<Mutex<VecDeque<Waiter>>> = Arc::default();
+        let (replies, queue) = mpsc::channel();
+        let waiters = Arc::new(Waiters {
+            queue: Mutex::new(queue),
+            sent: OwnLine(AtomicU64::new(0)),
+            answered: OwnLine(AtomicU64::new(0)),
+            timed_out: AtomicBool::new(false),
+        });
         let alive = Arc::new(AtomicBool::new(true));
         let (sink_waiters, sink_alive, sink_addr) =
             (waiters.clone(), alive.clone(), addr.to_string());
+        let read_timeout = config.read_timeout;
         let conn = Conn::connect(addr, config, None, false, move |event, _: &Arc<_>| {
             let reply = match event {
                 // The frame is a slice of the read buffer: handing it to the publisher would
@@ -109,84 +157,97 @@ impl Link {
                 }),
                 Event::Closed(_) => {
                     sink_alive.store(false, Ordering::Release);
-                    for reply_to in lock(&sink_waiters).drain(..).filter_map(|w| w.reply) {
-                        let _ = reply_to.send(Err(Error::Closed("producer connection")));
+                    // Closed by the watchdog: the waiters' failure is its timeout.
+                    if sink_waiters.timed_out.load(Ordering::Acquire) {
+                        sink_waiters.fail_all(|| Error::Timeout {
+                            addr: sink_addr.clone(),
+                            what: "publish reply",
+                            after: read_timeout,
+                        });
+                    } else {
+                        sink_waiters.fail_all(|| Error::Closed("producer connection"));
                     }
                     return;
                 }
             };
-            let waiter = lock(&sink_waiters).pop_front();
-            if let Some(reply_to) = waiter.and_then(|w| w.reply) {
+            // Only the reader writes it: a plain load and store.
+            let answered = sink_waiters.answered.load(Ordering::Relaxed);
+            sink_waiters.answered.store(answered + 1, Ordering::Release);
+            if let Some(reply_to) = sink_waiters.take() {
                 let _ = reply_to.send(reply);
             }
         })
         .await?;
         let watchdog = tokio::spawn(watchdog(
             addr.to_string(),
+            conn.writer.clone(),
             waiters.clone(),
             alive.clone(),
             config.read_timeout,
         ));
         Ok(Link {
             conn,
+            replies,
             waiters,
             alive,
             watchdog,
         })
     }
 
-    /// Sends one command and waits for its reply (or the watchdog's timeout). The command is
-    /// encoded into the connection's pending writes under the waiters' lock, so replies match
-    /// waiters in command order, and concurrent requests share the connection's writes (see
+    /// Queues one command; its reply (or the watchdog's timeout, or the connection's end)
+    /// comes through the returned receiver. The command is encoded into the connection's
+    /// pending writes and its waiter queued under one lock, so replies match waiters in
+    /// command order, and concurrent requests share the connection's writes (see
     /// [`crate::conn::Writer`]).
-    async fn request(&self, encode: &impl Fn(&mut BytesMut), timeout: Duration) -> Result<Bytes> {
+    fn send(&self, encode: &impl Fn(&mut BytesMut)) -> Result<oneshot::Receiver<Result<Bytes>>> {
         let (tx, rx) = oneshot::channel();
-        {
-            let mut waiters = lock(&self.waiters);
-            if let Err(e) = self.conn.writer.encode(encode) {
-                self.alive.store(false, Ordering::Release);
-                return Err(e);
-            }
-            waiters.push_back(Waiter {
-                deadline: Instant::now() + timeout,
-                reply: Some(tx),
-            });
+        let queued = self.conn.writer.encode_then(encode, || {
+            // Only under the write lock: a plain load and store.
+            let sent = self.waiters.sent.load(Ordering::Relaxed);
+            self.waiters.sent.store(sent + 1, Ordering::Release);
+            let _ = self.replies.send(tx);
+        });
+        if let Err(e) = queued {
+            self.alive.store(false, Ordering::Release);
+            return Err(e);
         }
-        rx.await
-            .unwrap_or(Err(Error::Closed("producer connection")))
+        Ok(rx)
     }
 }
 
-/// Fails each request of `waiters` whose deadline passed with [`Error::Timeout`] and marks the
-/// connection dead, as a per-request timer would. Deadlines grow in queue order (same timeout,
-/// later sends), so it sleeps until the first unanswered one; with none it sleeps a whole
-/// timeout, which ends before the deadline of any request sent meanwhile.
+/// Gives up on the connection when requests wait and no reply came for a whole `timeout`
+/// (checked every quarter of it): marks it dead, closes its writes (no request can queue
+/// after that) and fails every waiting request with [`Error::Timeout`].
 async fn watchdog(
     addr: String,
-    waiters: Arc<Mutex<VecDeque<Waiter>>>,
+    writer: Arc<crate::conn::Writer>,
+    waiters: Arc<Waiters>,
     alive: Arc<AtomicBool>,
     timeout: Duration,
 ) {
-    let mut next = Instant::now() + timeout;
+    let period = timeout / 4;
+    let (mut answered, mut still) = (waiters.answered.load(Ordering::Acquire), Duration::ZERO);
     loop {
-        tokio::time::sleep_until(next).await;
-        let now = Instant::now();
-        next = now + timeout;
-        let mut waiters = lock(&waiters);
-        for waiter in waiters.iter_mut().filter(|w| w.reply.is_some()) {
-            if waiter.deadline > now {
-                next = waiter.deadline;
-                break;
-            }
-            alive.store(false, Ordering::Release);
-            if let Some(reply_to) = waiter.reply.take() {
-                let _ = reply_to.send(Err(Error::Timeout {
-                    addr: addr.clone(),
-                    what: "publish reply",
-                    after: timeout,
-                }));
-            }
+        tokio::time::sleep(period).await;
+        let now_answered = waiters.answered.load(Ordering::Acquire);
+        let waiting = waiters.sent.load(Ordering::Acquire) > now_answered;
+        if now_answered != answered || !waiting {
+            (answered, still) = (now_answered, Duration::ZERO);
+            continue;
         }
+        still += period;
+        if still < timeout {
+            continue;
+        }
+        alive.store(false, Ordering::Release);
+        waiters.timed_out.store(true, Ordering::Release);
+        writer.shutdown().await;
+        waiters.fail_all(|| Error::Timeout {
+            addr: addr.clone(),
+            what: "publish reply",
+            after: timeout,
+        });
+        return;
     }
 }
 
@@ -373,7 +434,13 @@ impl Producer {
     /// twice, so a connection that died since its last use is replaced by a fresh one.
     async fn send_with(&self, encode: impl Fn(&mut BytesMut)) -> Result<(Bytes, usize)> {
         let n = self.links.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        // One nsqd (the common case) needs no round robin: the shared counter would be one
+        // more cache line every publisher on every worker writes.
+        let start = if n == 1 {
+            0
+        } else {
+            self.next.fetch_add(1, Ordering::Relaxed)
+        };
         let mut last = None;
         for i in 0..2 * n {
             if self.closed.load(Ordering::Acquire) {
@@ -381,19 +448,20 @@ impl Producer {
             }
             let index = (start + i) % n;
             let addr = &self.config.nsqd[index];
-            let link = match self.live(index) {
-                Some(link) => Ok(link),
-                None => self.connect(index).await,
+            let sent = match self.send_live(index, &encode) {
+                Some(sent) => sent,
+                None => match self.connect(index).await {
+                    Ok(link) => link.send(&encode),
+                    Err(e) => Err(e),
+                },
             };
-            let link = match link {
-                Ok(link) => link,
-                Err(e) => {
-                    tracing::debug!(addr, "nsqd unavailable: {e}");
-                    last = Some(e);
-                    continue;
-                }
+            let reply = match sent {
+                Ok(reply) => reply
+                    .await
+                    .unwrap_or(Err(Error::Closed("producer connection"))),
+                Err(e) => Err(e),
             };
-            match link.request(&encode, self.config.conn.read_timeout).await {
+            match reply {
                 Ok(reply) => return Ok((reply, index)),
                 Err(e) if e.is_transient() => {
                     tracing::debug!(addr, "publish failed, trying the next nsqd: {e}");
@@ -405,8 +473,26 @@ impl Producer {
         Err(last.unwrap_or_else(|| Error::NoServer("no nsqd configured".into())))
     }
 
-    /// The live connection to nsqd `index`, if there is one: the path of every publish, kept
-    /// out of [`Producer::connect`] so it builds and drops no future of the connect path.
+    /// Sends on the live connection to nsqd `index`, if there is one: the path of every
+    /// publish, kept out of [`Producer::connect`] so it builds and drops no future of the
+    /// connect path. The command is queued under the slot's lock, so the connection is used
+    /// without taking a reference to it (a count every publisher on every worker would write
+    /// twice per publish).
+    fn send_live(
+        &self,
+        index: usize,
+        encode: &impl Fn(&mut BytesMut),
+    ) -> Option<Result<oneshot::Receiver<Result<Bytes>>>> {
+        let link = self.links[index]
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        link.as_ref()
+            .filter(|l| l.alive.load(Ordering::Acquire))
+            .map(|l| l.send(encode))
+    }
+
+    /// The live connection to nsqd `index`, if there is one.
     fn live(&self, index: usize) -> Option<Arc<Link>> {
         let link = self.links[index]
             .live

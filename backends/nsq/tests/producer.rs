@@ -290,3 +290,144 @@ async fn a_stuck_reply_fails_the_publish_within_the_timeout() {
     assert!(elapsed >= Duration::from_millis(800), "{elapsed:?}");
     assert!(elapsed < Duration::from_millis(2000), "{elapsed:?}");
 }
+
+/// A server whose first connection answers its first PUB only after `delay`, and with an
+/// error; every other PUB, on any connection, gets `OK` at once. Every connection gets a
+/// heartbeat every 50 ms, so only the reply deadline can end a wait.
+async fn late_first_reply_server(delay: Duration) -> std::net::SocketAddr {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let first = Arc::new(AtomicBool::new(true));
+    let frame = |kind: u32, data: &[u8]| {
+        let mut f = ((4 + data.len()) as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(&kind.to_be_bytes());
+        f.extend_from_slice(data);
+        f
+    };
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let slow = first.swap(false, Ordering::SeqCst);
+            let (mut read, write) = socket.into_split();
+            let write = Arc::new(tokio::sync::Mutex::new(write));
+            let heartbeats = write.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let beat = frame(0, b"_heartbeat_");
+                    if heartbeats.lock().await.write_all(&beat).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // Magic, then IDENTIFY's line, size and body.
+                let identified = loop {
+                    let n = read.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(line) = buf[4..].iter().position(|&b| b == b'\n') {
+                        let size_at = 4 + line + 1;
+                        if buf.len() >= size_at + 4 {
+                            let size = u32::from_be_bytes(
+                                buf[size_at..size_at + 4].try_into().expect("4 bytes"),
+                            ) as usize;
+                            if buf.len() >= size_at + 4 + size {
+                                break size_at + 4 + size;
+                            }
+                        }
+                    }
+                };
+                buf.drain(..identified);
+                if write
+                    .lock()
+                    .await
+                    .write_all(&frame(0, b"OK"))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                let mut late = slow;
+                loop {
+                    // Each PUB: `PUB <topic>\n`, size, body; NOPs are lines alone.
+                    let line = buf.iter().position(|&b| b == b'\n');
+                    let whole = line.and_then(|line| {
+                        if buf.starts_with(b"NOP") {
+                            return Some((line + 1, false));
+                        }
+                        let size = buf.get(line + 1..line + 5)?;
+                        let size = u32::from_be_bytes(size.try_into().ok()?) as usize;
+                        (buf.len() >= line + 5 + size).then_some((line + 5 + size, true))
+                    });
+                    let Some((whole, publish)) = whole else {
+                        let n = read.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        continue;
+                    };
+                    buf.drain(..whole);
+                    if !publish {
+                        continue;
+                    }
+                    let reply = if std::mem::take(&mut late) {
+                        tokio::time::sleep(delay).await;
+                        frame(1, b"E_BAD_MESSAGE late")
+                    } else {
+                        frame(0, b"OK")
+                    };
+                    if write.lock().await.write_all(&reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Replies are matched to requests by order, so a reply that comes after its request gave up
+/// must not be taken for the reply of a later one: the publish sent between the timeout and
+/// the late error gets its own `OK`, never that error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_reply_never_answers_a_later_publish() {
+    let addr = late_first_reply_server(Duration::from_millis(900)).await;
+    let mut conn = conn_config();
+    conn.read_timeout = Duration::from_millis(300);
+    let producer = std::sync::Arc::new(
+        Producer::new(ProducerConfig {
+            nsqd: vec![addr.to_string()],
+            conn,
+            ..ProducerConfig::default()
+        })
+        .expect("producer"),
+    );
+    let started = Instant::now();
+    let first = {
+        let producer = producer.clone();
+        tokio::spawn(async move { producer.publish("t", b"first").await })
+    };
+    // After the first one's timeout (300 ms, checked every 75), before its late reply (900).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let second = producer.publish("t", b"second").await;
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(second.is_ok(), "{second:?}");
+    // The first one timed out on the slow connection and went through on a fresh one.
+    let first = first.await.expect("task");
+    assert!(first.is_ok(), "{first:?}");
+    producer.close().await;
+}
