@@ -489,12 +489,20 @@ impl TraceReceipt {
 /// ending in `#ephemeral` (counted in the 64). Spaces would split the command line.
 pub fn validate_name(name: &str) -> bool {
     let base = name.strip_suffix("#ephemeral").unwrap_or(name);
-    !base.is_empty()
-        && name.len() <= 64
-        && base
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    !base.is_empty() && name.len() <= 64 && base.bytes().all(|b| NAME_BYTES[usize::from(b)])
 }
+
+/// Which bytes a name may hold: `[.a-zA-Z0-9_-]` (a table: every publish checks its topic).
+const NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-';
+        b += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod tests {

@@ -8,8 +8,9 @@
 //! the next nsqd (reconnecting lazily), while a permanent refusal (bad topic, bad message) is
 //! returned at once.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -50,16 +51,19 @@ type ReplyTo = oneshot::Sender<Result<Bytes>>;
 /// The requests of one connection waiting for their replies, in command order: replies come
 /// in command order, so each one answers the oldest waiter.
 ///
-/// Senders register their waiter through a channel, under the connection's write lock
-/// ([`crate::conn::Writer::encode_then`]) so waiters queue in command order; only the reader
-/// (and the watchdog, once) takes them out. So a publish takes one lock, not two, and the
-/// reader none that publishers contend for: with publishers on both workers of a runtime,
-/// a second lock they all took was a contended one.
+/// Senders queue their waiter in `sent_to` while they hold the connection's write lock
+/// ([`crate::conn::Writer::encode_then`]), so waiters queue in command order and that queue's
+/// own lock is never contended between senders. The reader takes waiters from `answering`,
+/// its own queue, and swaps the two queues when it runs out: one lock shared with senders per
+/// read of replies, not per reply. With publishers on both workers of a runtime, a lock each
+/// reply took too was a contended one.
 ///
 /// What senders write and what the reader writes sit on separate cache lines, so the reader's
 /// count of replies does not move the senders' line between cores with every reply.
 struct Waiters {
-    queue: Mutex<mpsc::Receiver<ReplyTo>>,
+    sent_to: OwnLine<Mutex<VecDeque<ReplyTo>>>,
+    /// Older than every waiter in `sent_to`.
+    answering: OwnLine<Mutex<VecDeque<ReplyTo>>>,
     /// Requests sent (written under the write lock) and replies received (by the reader):
     /// what the watchdog reads progress from.
     sent: OwnLine<AtomicU64>,
@@ -80,19 +84,33 @@ impl<T> std::ops::Deref for OwnLine<T> {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Waiters {
+    /// Queues a sender's waiter; only under the connection's write lock.
+    fn push(&self, reply_to: ReplyTo) {
+        // The write lock serializes senders: a plain load and store.
+        let sent = self.sent.load(Ordering::Relaxed);
+        self.sent.store(sent + 1, Ordering::Release);
+        lock(&self.sent_to).push_back(reply_to);
+    }
+
+    /// The oldest waiter, for the reply that just came.
     fn take(&self) -> Option<ReplyTo> {
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .try_recv()
-            .ok()
+        let mut answering = lock(&self.answering);
+        if answering.is_empty() {
+            std::mem::swap(&mut *answering, &mut *lock(&self.sent_to));
+        }
+        answering.pop_front()
     }
 
     /// Fails every waiting request with `error()`.
     fn fail_all(&self, error: impl Fn() -> Error) {
-        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        while let Ok(reply_to) = queue.try_recv() {
+        let mut answering = lock(&self.answering);
+        answering.extend(lock(&self.sent_to).drain(..));
+        for reply_to in answering.drain(..) {
             let _ = reply_to.send(Err(error()));
         }
     }
@@ -108,7 +126,6 @@ impl Waiters {
 /// watchdog's period) after the connection's last reply, if its own has not come.
 struct Link {
     conn: Conn,
-    replies: mpsc::Sender<ReplyTo>,
     waiters: Arc<Waiters>,
     alive: Arc<AtomicBool>,
     watchdog: JoinHandle<()>,
@@ -122,9 +139,9 @@ impl Drop for Link {
 
 impl Link {
     async fn open(addr: &str, config: &ConnConfig) -> Result<Link> {
-        let (replies, queue) = mpsc::channel();
         let waiters = Arc::new(Waiters {
-            queue: Mutex::new(queue),
+            sent_to: OwnLine(Mutex::default()),
+            answering: OwnLine(Mutex::default()),
             sent: OwnLine(AtomicU64::new(0)),
             answered: OwnLine(AtomicU64::new(0)),
             timed_out: AtomicBool::new(false),
@@ -187,7 +204,6 @@ impl Link {
         ));
         Ok(Link {
             conn,
-            replies,
             waiters,
             alive,
             watchdog,
@@ -201,12 +217,10 @@ impl Link {
     /// [`crate::conn::Writer`]).
     fn send(&self, encode: &impl Fn(&mut BytesMut)) -> Result<oneshot::Receiver<Result<Bytes>>> {
         let (tx, rx) = oneshot::channel();
-        let queued = self.conn.writer.encode_then(encode, || {
-            // Only under the write lock: a plain load and store.
-            let sent = self.waiters.sent.load(Ordering::Relaxed);
-            self.waiters.sent.store(sent + 1, Ordering::Release);
-            let _ = self.replies.send(tx);
-        });
+        let queued = self
+            .conn
+            .writer
+            .encode_then(encode, || self.waiters.push(tx));
         if let Err(e) = queued {
             self.alive.store(false, Ordering::Release);
             return Err(e);
@@ -391,7 +405,7 @@ impl Producer {
     pub async fn close(&self) {
         self.closed.store(true, Ordering::Release);
         for link in &self.links {
-            let link = link.live.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let link = lock(&link.live).take();
             if let Some(link) = link {
                 link.conn.close().await;
             }
@@ -450,7 +464,9 @@ impl Producer {
             let addr = &self.config.nsqd[index];
             let sent = match self.send_live(index, &encode) {
                 Some(sent) => sent,
-                None => match self.connect(index).await {
+                // Boxed: the connect path's future is large, and inline it would make every
+                // publish's future as large (built and dropped per publish).
+                None => match Box::pin(self.connect(index)).await {
                     Ok(link) => link.send(&encode),
                     Err(e) => Err(e),
                 },
@@ -511,7 +527,7 @@ impl Producer {
             return Ok(link);
         }
         let link = Arc::new(Link::open(&self.config.nsqd[index], &self.config.conn).await?);
-        *slot.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
+        *lock(&slot.live) = Some(link.clone());
         Ok(link)
     }
 }
