@@ -22,8 +22,9 @@
 //!   exists under the target dir; `MSGSTREAM_BENCH_THIRDPARTY=1` makes the venv first (pip from
 //!   PyPI). Without either the bench says how to enable them instead of installing anything.
 //!
-//! The machine is shared, so each case runs `MSGSTREAM_BENCH_ROUNDS` times (default 3) on a
-//! fresh server, alternating which side goes first, and each side's median is printed.
+//! The machine is shared, so each case runs `MSGSTREAM_BENCH_ROUNDS` times (default 5: single
+//! rounds of PUB single spread by ±15 % here), alternating which side goes first, each side on
+//! a fresh server of its own, and each side's median is printed.
 //! `MSGSTREAM_BENCH_CASES=pub` (or `sub`, `pynsq`, comma-separated) runs one kind of case;
 //! for profiling one side under `valgrind --tool=callgrind`, `MSGSTREAM_BENCH_MODES=single`
 //! (or `mpub100`, `1`, `200`) narrows it to one mode and `MSGSTREAM_BENCH_SIDE=client` (or
@@ -233,7 +234,7 @@ fn rounds() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&r| r > 0)
-        .unwrap_or(3)
+        .unwrap_or(5)
 }
 
 fn wanted(kind: &str) -> bool {
