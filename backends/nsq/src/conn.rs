@@ -5,6 +5,7 @@
 //! the server's `max_rdy_count`, `max_msg_timeout` and `auth_required` are honoured; frames are
 //! bounded by `max_frame_size`; the sink hears `Closed` exactly once, last.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -167,7 +168,15 @@ struct Pending {
     ended: bool,
     /// Told once what was queued before a shutdown is written and the write side shut.
     shutdown: Option<oneshot::Sender<()>>,
+    /// Where the replies to the commands queued by [`Writer::request`] go, in command order
+    /// (the reader takes them as replies come).
+    replies: VecDeque<ReplyTo>,
+    /// Commands queued by [`Writer::request`] ever.
+    requests: u64,
 }
+
+/// Where the reply to one command goes.
+pub(crate) type ReplyTo = oneshot::Sender<Result<bytes::Bytes>>;
 
 impl WriteShared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
@@ -241,21 +250,46 @@ impl Writer {
     /// that must order something else with the command (the producer's reply waiters) do it
     /// before this returns.
     pub(crate) fn encode(&self, encode: impl FnOnce(&mut BytesMut)) -> Result<()> {
-        self.encode_then(encode, || ())
+        self.queue_command(encode, None)
     }
 
-    /// [`Writer::encode`], then `then()` before the command can be followed by any other: a
-    /// producer registers the command's reply waiter so, in command order.
-    pub(crate) fn encode_then(
+    /// Queues a command the server answers (PUB and its kin) and where its reply goes. nsqd
+    /// answers a connection's commands in order, so the reply waiters queue here, in the
+    /// order of their commands, under the one lock that orders the commands: a sender takes
+    /// one lock, not one for the command and another for its waiter (with senders on both
+    /// workers of a runtime, each lock is a contended one). The reader takes them in order
+    /// with [`Writer::take_replies`].
+    pub(crate) fn request(
         &self,
         encode: impl FnOnce(&mut BytesMut),
-        then: impl FnOnce(),
+        reply_to: ReplyTo,
+    ) -> Result<()> {
+        self.queue_command(encode, Some(reply_to))
+    }
+
+    /// Moves every reply waiter queued so far to the end of `into`, oldest first.
+    pub(crate) fn take_replies(&self, into: &mut VecDeque<ReplyTo>) {
+        into.append(&mut self.shared.lock().replies);
+    }
+
+    /// Commands queued with [`Writer::request`] so far.
+    pub(crate) fn requests(&self) -> u64 {
+        self.shared.lock().requests
+    }
+
+    fn queue_command(
+        &self,
+        encode: impl FnOnce(&mut BytesMut),
+        reply_to: Option<ReplyTo>,
     ) -> Result<()> {
         let mut pending = self.shared.lock();
         if pending.closed {
             return Err(Error::Closed("connection"));
         }
-        then();
+        if let Some(reply_to) = reply_to {
+            pending.replies.push_back(reply_to);
+            pending.requests += 1;
+        }
         let before = pending.buf.len();
         encode(&mut pending.buf);
         pending.queued += (pending.buf.len() - before) as u64;

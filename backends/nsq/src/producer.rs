@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::codec::{validate_name, Command, TraceReceipt};
-use crate::conn::{Conn, ConnConfig, Event};
+use crate::conn::{Conn, ConnConfig, Event, ReplyTo, Writer};
 use crate::error::{Error, Result};
 
 /// Producer settings.
@@ -45,28 +45,19 @@ impl Default for ProducerConfig {
     }
 }
 
-/// Where a request's reply goes.
-type ReplyTo = oneshot::Sender<Result<Bytes>>;
-
 /// The requests of one connection waiting for their replies, in command order: replies come
 /// in command order, so each one answers the oldest waiter.
 ///
-/// Senders queue their waiter in `sent_to` while they hold the connection's write lock
-/// ([`crate::conn::Writer::encode_then`]), so waiters queue in command order and that queue's
-/// own lock is never contended between senders. The reader takes waiters from `answering`,
-/// its own queue, and swaps the two queues when it runs out: one lock shared with senders per
-/// read of replies, not per reply. With publishers on both workers of a runtime, a lock each
-/// reply took too was a contended one.
-///
-/// What senders write and what the reader writes sit on separate cache lines, so the reader's
-/// count of replies does not move the senders' line between cores with every reply.
+/// Senders queue their waiter with their command ([`crate::conn::Writer::request`]); the
+/// reader moves them here when it runs out, one lock shared with senders per read of replies,
+/// not per reply. With publishers on both workers of a runtime, every lock a publish or a
+/// reply takes is a contended one.
 struct Waiters {
-    sent_to: OwnLine<Mutex<VecDeque<ReplyTo>>>,
-    /// Older than every waiter in `sent_to`.
-    answering: OwnLine<Mutex<VecDeque<ReplyTo>>>,
-    /// Requests sent (written under the write lock) and replies received (by the reader):
-    /// what the watchdog reads progress from.
-    sent: OwnLine<AtomicU64>,
+    /// Taken by the reader (and the watchdog, once): older than every waiter still queued
+    /// with the writer.
+    answering: Mutex<VecDeque<ReplyTo>>,
+    /// Replies received (only the reader writes it), what the watchdog reads progress from,
+    /// alone on its cache line: publishers do not share it.
     answered: OwnLine<AtomicU64>,
     /// The watchdog gave up on the connection: its waiters failed with a timeout.
     timed_out: AtomicBool,
@@ -89,27 +80,20 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Waiters {
-    /// Queues a sender's waiter; only under the connection's write lock.
-    fn push(&self, reply_to: ReplyTo) {
-        // The write lock serializes senders: a plain load and store.
-        let sent = self.sent.load(Ordering::Relaxed);
-        self.sent.store(sent + 1, Ordering::Release);
-        lock(&self.sent_to).push_back(reply_to);
-    }
-
     /// The oldest waiter, for the reply that just came.
-    fn take(&self) -> Option<ReplyTo> {
+    fn take(&self, writer: &Writer) -> Option<ReplyTo> {
         let mut answering = lock(&self.answering);
         if answering.is_empty() {
-            std::mem::swap(&mut *answering, &mut *lock(&self.sent_to));
+            writer.take_replies(&mut answering);
         }
         answering.pop_front()
     }
 
-    /// Fails every waiting request with `error()`.
-    fn fail_all(&self, error: impl Fn() -> Error) {
+    /// Fails every waiting request with `error()`; the writer must be closed (no request can
+    /// queue after this).
+    fn fail_all(&self, writer: &Writer, error: impl Fn() -> Error) {
         let mut answering = lock(&self.answering);
-        answering.extend(lock(&self.sent_to).drain(..));
+        writer.take_replies(&mut answering);
         for reply_to in answering.drain(..) {
             let _ = reply_to.send(Err(error()));
         }
@@ -126,7 +110,6 @@ impl Waiters {
 /// watchdog's period) after the connection's last reply, if its own has not come.
 struct Link {
     conn: Conn,
-    waiters: Arc<Waiters>,
     alive: Arc<AtomicBool>,
     watchdog: JoinHandle<()>,
 }
@@ -140,9 +123,7 @@ impl Drop for Link {
 impl Link {
     async fn open(addr: &str, config: &ConnConfig) -> Result<Link> {
         let waiters = Arc::new(Waiters {
-            sent_to: OwnLine(Mutex::default()),
-            answering: OwnLine(Mutex::default()),
-            sent: OwnLine(AtomicU64::new(0)),
+            answering: Mutex::default(),
             answered: OwnLine(AtomicU64::new(0)),
             timed_out: AtomicBool::new(false),
         });
@@ -150,61 +131,68 @@ impl Link {
         let (sink_waiters, sink_alive, sink_addr) =
             (waiters.clone(), alive.clone(), addr.to_string());
         let read_timeout = config.read_timeout;
-        let conn = Conn::connect(addr, config, None, false, move |event, _: &Arc<_>| {
-            let reply = match event {
-                // The frame is a slice of the read buffer: handing it to the publisher would
-                // drop its reference count on the publisher's thread, one contended atomic per
-                // publish on a count every reply of the read shares. The common `OK` is
-                // answered with a static copy and the slice dropped here.
-                Event::Response(data) if data.as_ref() == b"OK" => Ok(Bytes::from_static(b"OK")),
-                Event::Response(data) => Ok(data),
-                Event::Error(error) => {
-                    if error.is_fatal() {
-                        // The server closes after a fatal error: no new request may use it.
-                        sink_alive.store(false, Ordering::Release);
+        let conn = Conn::connect(
+            addr,
+            config,
+            None,
+            false,
+            move |event, writer: &Arc<Writer>| {
+                let reply = match event {
+                    // The frame is a slice of the read buffer: handing it to the publisher would
+                    // drop its reference count on the publisher's thread, one contended atomic per
+                    // publish on a count every reply of the read shares. The common `OK` is
+                    // answered with a static copy and the slice dropped here.
+                    Event::Response(data) if data.as_ref() == b"OK" => {
+                        Ok(Bytes::from_static(b"OK"))
                     }
-                    Err(Error::Server {
-                        addr: sink_addr.clone(),
-                        error,
-                    })
-                }
-                Event::Message(_) => Err(Error::Protocol {
-                    addr: sink_addr.clone(),
-                    what: "a message on a producer connection".into(),
-                }),
-                Event::Closed(_) => {
-                    sink_alive.store(false, Ordering::Release);
-                    // Closed by the watchdog: the waiters' failure is its timeout.
-                    if sink_waiters.timed_out.load(Ordering::Acquire) {
-                        sink_waiters.fail_all(|| Error::Timeout {
+                    Event::Response(data) => Ok(data),
+                    Event::Error(error) => {
+                        if error.is_fatal() {
+                            // The server closes after a fatal error: no new request may use it.
+                            sink_alive.store(false, Ordering::Release);
+                        }
+                        Err(Error::Server {
                             addr: sink_addr.clone(),
-                            what: "publish reply",
-                            after: read_timeout,
-                        });
-                    } else {
-                        sink_waiters.fail_all(|| Error::Closed("producer connection"));
+                            error,
+                        })
                     }
-                    return;
+                    Event::Message(_) => Err(Error::Protocol {
+                        addr: sink_addr.clone(),
+                        what: "a message on a producer connection".into(),
+                    }),
+                    Event::Closed(_) => {
+                        sink_alive.store(false, Ordering::Release);
+                        // Closed by the watchdog: the waiters' failure is its timeout.
+                        if sink_waiters.timed_out.load(Ordering::Acquire) {
+                            sink_waiters.fail_all(writer, || Error::Timeout {
+                                addr: sink_addr.clone(),
+                                what: "publish reply",
+                                after: read_timeout,
+                            });
+                        } else {
+                            sink_waiters.fail_all(writer, || Error::Closed("producer connection"));
+                        }
+                        return;
+                    }
+                };
+                // Only the reader writes it: a plain load and store.
+                let answered = sink_waiters.answered.load(Ordering::Relaxed);
+                sink_waiters.answered.store(answered + 1, Ordering::Release);
+                if let Some(reply_to) = sink_waiters.take(writer) {
+                    let _ = reply_to.send(reply);
                 }
-            };
-            // Only the reader writes it: a plain load and store.
-            let answered = sink_waiters.answered.load(Ordering::Relaxed);
-            sink_waiters.answered.store(answered + 1, Ordering::Release);
-            if let Some(reply_to) = sink_waiters.take() {
-                let _ = reply_to.send(reply);
-            }
-        })
+            },
+        )
         .await?;
         let watchdog = tokio::spawn(watchdog(
             addr.to_string(),
             conn.writer.clone(),
-            waiters.clone(),
+            waiters,
             alive.clone(),
             config.read_timeout,
         ));
         Ok(Link {
             conn,
-            waiters,
             alive,
             watchdog,
         })
@@ -217,10 +205,7 @@ impl Link {
     /// [`crate::conn::Writer`]).
     fn send(&self, encode: &impl Fn(&mut BytesMut)) -> Result<oneshot::Receiver<Result<Bytes>>> {
         let (tx, rx) = oneshot::channel();
-        let queued = self
-            .conn
-            .writer
-            .encode_then(encode, || self.waiters.push(tx));
+        let queued = self.conn.writer.request(encode, tx);
         if let Err(e) = queued {
             self.alive.store(false, Ordering::Release);
             return Err(e);
@@ -234,7 +219,7 @@ impl Link {
 /// after that) and fails every waiting request with [`Error::Timeout`].
 async fn watchdog(
     addr: String,
-    writer: Arc<crate::conn::Writer>,
+    writer: Arc<Writer>,
     waiters: Arc<Waiters>,
     alive: Arc<AtomicBool>,
     timeout: Duration,
@@ -244,7 +229,7 @@ async fn watchdog(
     loop {
         tokio::time::sleep(period).await;
         let now_answered = waiters.answered.load(Ordering::Acquire);
-        let waiting = waiters.sent.load(Ordering::Acquire) > now_answered;
+        let waiting = writer.requests() > now_answered;
         if now_answered != answered || !waiting {
             (answered, still) = (now_answered, Duration::ZERO);
             continue;
@@ -256,7 +241,7 @@ async fn watchdog(
         alive.store(false, Ordering::Release);
         waiters.timed_out.store(true, Ordering::Release);
         writer.shutdown().await;
-        waiters.fail_all(|| Error::Timeout {
+        waiters.fail_all(&writer, || Error::Timeout {
             addr: addr.clone(),
             what: "publish reply",
             after: timeout,
