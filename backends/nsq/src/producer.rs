@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -253,8 +253,9 @@ async fn watchdog(
 /// One nsqd's connection slot.
 #[derive(Default)]
 struct Slot {
-    /// The current connection, read on every send: a plain lock held only to clone the `Arc`.
-    live: Mutex<Option<Arc<Link>>>,
+    /// The current connection, read on every send (a read lock: concurrent senders queue on
+    /// the connection's write lock only, not on this one too).
+    live: RwLock<Option<Arc<Link>>>,
     /// Held while (re)connecting, so concurrent senders open one connection, not one each.
     connecting: tokio::sync::Mutex<()>,
 }
@@ -390,7 +391,7 @@ impl Producer {
     pub async fn close(&self) {
         self.closed.store(true, Ordering::Release);
         for link in &self.links {
-            let link = lock(&link.live).take();
+            let link = link.live.write().unwrap_or_else(|p| p.into_inner()).take();
             if let Some(link) = link {
                 link.conn.close().await;
             }
@@ -486,7 +487,7 @@ impl Producer {
     ) -> Option<Result<oneshot::Receiver<Result<Bytes>>>> {
         let link = self.links[index]
             .live
-            .lock()
+            .read()
             .unwrap_or_else(|p| p.into_inner());
         link.as_ref()
             .filter(|l| l.alive.load(Ordering::Acquire))
@@ -497,7 +498,7 @@ impl Producer {
     fn live(&self, index: usize) -> Option<Arc<Link>> {
         let link = self.links[index]
             .live
-            .lock()
+            .read()
             .unwrap_or_else(|p| p.into_inner());
         link.as_ref()
             .filter(|l| l.alive.load(Ordering::Acquire))
@@ -512,7 +513,7 @@ impl Producer {
             return Ok(link);
         }
         let link = Arc::new(Link::open(&self.config.nsqd[index], &self.config.conn).await?);
-        *lock(&slot.live) = Some(link.clone());
+        *slot.live.write().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
         Ok(link)
     }
 }
