@@ -27,6 +27,23 @@ impl Engine {
                     self.set_rdy(origin, target).await;
                 }
             }
+            if lowering {
+                self.flush_rdy(&origins).await;
+            }
+        }
+    }
+
+    /// Waits until the RDY counts queued on `origins` are written to their sockets: a raise
+    /// on one connection then never reaches the wire before a lowering on another that makes
+    /// room for it (each connection writes from its own task, and a busy one could send its
+    /// RDY 0 after another's RDY 1: more than `max_in_flight` granted for a moment).
+    async fn flush_rdy(&self, origins: &[Origin]) {
+        for origin in origins {
+            if let Some(link) = self.links.get(origin) {
+                if let Err(e) = link.conn.writer.flush().await {
+                    tracing::debug!(addr = %origin.addr, "RDY not flushed: {e}");
+                }
+            }
         }
     }
 
@@ -147,6 +164,9 @@ impl Engine {
                 if (*count < current) == lowering && *count != current {
                     self.set_rdy(origin, *count).await;
                 }
+            }
+            if lowering {
+                self.flush_rdy(&origins).await;
             }
         }
     }
