@@ -485,24 +485,24 @@ impl Producer {
         index: usize,
         encode: &impl Fn(&mut BytesMut),
     ) -> Option<Result<oneshot::Receiver<Result<Bytes>>>> {
-        let link = self.links[index]
-            .live
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
-        link.as_ref()
-            .filter(|l| l.alive.load(Ordering::Acquire))
-            .map(|l| l.send(encode))
+        self.with_live(index, |link| link.send(encode))
     }
 
     /// The live connection to nsqd `index`, if there is one.
     fn live(&self, index: usize) -> Option<Arc<Link>> {
+        self.with_live(index, Arc::clone)
+    }
+
+    /// `use_link` on the live connection to nsqd `index` (under the slot's read lock), if
+    /// there is one.
+    fn with_live<R>(&self, index: usize, use_link: impl FnOnce(&Arc<Link>) -> R) -> Option<R> {
         let link = self.links[index]
             .live
             .read()
             .unwrap_or_else(|p| p.into_inner());
         link.as_ref()
             .filter(|l| l.alive.load(Ordering::Acquire))
-            .cloned()
+            .map(use_link)
     }
 
     /// (Re)connects to nsqd `index`, unless a concurrent sender did while this one waited.

@@ -211,6 +211,23 @@ async fn youzan_publishing() {
     consumer.stop().await;
 }
 
+/// A producer of the one nsqd at `addr` whose replies time out after `read_timeout`.
+fn producer_timing_out(
+    addr: std::net::SocketAddr,
+    read_timeout: Duration,
+) -> std::sync::Arc<Producer> {
+    let mut conn = conn_config();
+    conn.read_timeout = read_timeout;
+    std::sync::Arc::new(
+        Producer::new(ProducerConfig {
+            nsqd: vec![addr.to_string()],
+            conn,
+            ..ProducerConfig::default()
+        })
+        .expect("producer"),
+    )
+}
+
 /// A server that negotiates, then answers nothing but heartbeats: the connection stays up
 /// (its reads never time out), so only the request deadline can end a publish.
 async fn stuck_server() -> std::net::SocketAddr {
@@ -251,17 +268,7 @@ async fn stuck_server() -> std::net::SocketAddr {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_reply_fails_the_publish_within_the_timeout() {
-    let addr = stuck_server().await;
-    let mut conn = conn_config();
-    conn.read_timeout = Duration::from_millis(400);
-    let producer = std::sync::Arc::new(
-        Producer::new(ProducerConfig {
-            nsqd: vec![addr.to_string()],
-            conn,
-            ..ProducerConfig::default()
-        })
-        .expect("producer"),
-    );
+    let producer = producer_timing_out(stuck_server().await, Duration::from_millis(400));
     let started = Instant::now();
     let sends: Vec<_> = (0..3)
         .map(|i| {
@@ -402,16 +409,7 @@ async fn late_first_reply_server(delay: Duration) -> std::net::SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_reply_never_answers_a_later_publish() {
     let addr = late_first_reply_server(Duration::from_millis(900)).await;
-    let mut conn = conn_config();
-    conn.read_timeout = Duration::from_millis(300);
-    let producer = std::sync::Arc::new(
-        Producer::new(ProducerConfig {
-            nsqd: vec![addr.to_string()],
-            conn,
-            ..ProducerConfig::default()
-        })
-        .expect("producer"),
-    );
+    let producer = producer_timing_out(addr, Duration::from_millis(300));
     let started = Instant::now();
     let first = {
         let producer = producer.clone();
