@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::codec::{decode_frame, Command, Frame, RawMessage, ServerError, HEARTBEAT, MAGIC_V2};
 use crate::error::{Error, Result};
+use crate::requests::Requests;
 
 /// Connection settings shared by producers and consumers.
 #[derive(Debug, Clone)]
@@ -117,6 +118,10 @@ pub enum Event {
 /// connection; queuing on a closed connection is [`Error::Closed`]. Dropping the last handle
 /// flushes what is queued and shuts the write side.
 ///
+/// Commands the server answers ([`Writer::request`]: a producer's PUBs) queue per thread
+/// instead (see [`Requests`]), with their reply waiters; each write carries the other
+/// commands first, then the requests, and hands the waiters to the reader in the same order.
+///
 /// A caller that knows no command follows soon (a consumer's answer to the last message the
 /// application had waiting, see [`Writer::queue_now`]) writes what is pending itself, without
 /// blocking, while the task is not writing: at `max_in_flight` 1 every FIN would otherwise cost
@@ -130,6 +135,8 @@ pub struct Writer {
 #[derive(Debug)]
 struct WriteShared {
     pending: Mutex<Pending>,
+    /// Commands the server answers, queued per thread (see [`Requests`]).
+    requests: Requests,
     wake: Notify,
     /// Bytes handed to the socket so far, and whether the write task has ended: what
     /// [`Writer::flush`] waits on.
@@ -140,6 +147,7 @@ impl Default for WriteShared {
     fn default() -> Self {
         WriteShared {
             pending: Mutex::default(),
+            requests: Requests::default(),
             wake: Notify::new(),
             written: watch::Sender::new(Written::default()),
         }
@@ -168,10 +176,10 @@ struct Pending {
     ended: bool,
     /// Told once what was queued before a shutdown is written and the write side shut.
     shutdown: Option<oneshot::Sender<()>>,
-    /// Where the replies to the commands queued by [`Writer::request`] go, in command order
-    /// (the reader takes them as replies come).
+    /// Where the replies to the requests written so far go, in wire order (the reader takes
+    /// them as replies come).
     replies: VecDeque<ReplyTo>,
-    /// Commands queued by [`Writer::request`] ever.
+    /// Requests written ever.
     requests: u64,
 }
 
@@ -179,6 +187,17 @@ struct Pending {
 pub(crate) type ReplyTo = oneshot::Sender<Result<bytes::Bytes>>;
 
 impl WriteShared {
+    /// No more commands of either kind.
+    fn close(&self, pending: &mut Pending) {
+        pending.closed = true;
+        self.requests.close();
+    }
+
+    /// Bytes queued and not yet taken by the write task.
+    fn queued_len(&self) -> usize {
+        self.lock().buf.len() + self.requests.len()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -250,45 +269,46 @@ impl Writer {
     /// that must order something else with the command (the producer's reply waiters) do it
     /// before this returns.
     pub(crate) fn encode(&self, encode: impl FnOnce(&mut BytesMut)) -> Result<()> {
-        self.queue_command(encode, None)
+        self.queue_command(encode)
     }
 
-    /// Queues a command the server answers (PUB and its kin) and where its reply goes. nsqd
-    /// answers a connection's commands in order, so the reply waiters queue here, in the
-    /// order of their commands, under the one lock that orders the commands: a sender takes
-    /// one lock, not one for the command and another for its waiter (with senders on both
-    /// workers of a runtime, each lock is a contended one). The reader takes them in order
-    /// with [`Writer::take_replies`].
+    /// Queues a command the server answers (PUB and its kin) and where its reply goes, in
+    /// the calling thread's shard of the connection's requests (see [`Requests`]: senders
+    /// on different cores do not meet on one lock). The write task moves the waiters on to
+    /// the reader, in wire order; the reader takes them with [`Writer::take_replies`].
     pub(crate) fn request(
         &self,
         encode: impl FnOnce(&mut BytesMut),
         reply_to: ReplyTo,
     ) -> Result<()> {
-        self.queue_command(encode, Some(reply_to))
+        if self.shared.requests.push(encode, reply_to)? {
+            self.shared.wake.notify_one();
+        }
+        Ok(())
     }
 
-    /// Moves every reply waiter queued so far to the end of `into`, oldest first.
+    /// Moves the reply waiters of every request written so far to the end of `into`, oldest
+    /// first.
     pub(crate) fn take_replies(&self, into: &mut VecDeque<ReplyTo>) {
         into.append(&mut self.shared.lock().replies);
     }
 
-    /// Commands queued with [`Writer::request`] so far.
+    /// Once the connection is closed: moves the reply waiters of every request, written or
+    /// not, to the end of `into`, so that each can be failed.
+    pub(crate) fn take_all_replies(&self, into: &mut VecDeque<ReplyTo>) {
+        self.take_replies(into);
+        self.shared.requests.take_all_replies(into);
+    }
+
+    /// Requests written so far.
     pub(crate) fn requests(&self) -> u64 {
         self.shared.lock().requests
     }
 
-    fn queue_command(
-        &self,
-        encode: impl FnOnce(&mut BytesMut),
-        reply_to: Option<ReplyTo>,
-    ) -> Result<()> {
+    fn queue_command(&self, encode: impl FnOnce(&mut BytesMut)) -> Result<()> {
         let mut pending = self.shared.lock();
         if pending.closed {
             return Err(Error::Closed("connection"));
-        }
-        if let Some(reply_to) = reply_to {
-            pending.replies.push_back(reply_to);
-            pending.requests += 1;
         }
         let before = pending.buf.len();
         encode(&mut pending.buf);
@@ -323,7 +343,7 @@ impl Writer {
     pub async fn shutdown(&self) {
         let flushed = {
             let mut pending = self.shared.lock();
-            pending.closed = true;
+            self.shared.close(&mut pending);
             if pending.ended {
                 return;
             }
@@ -344,7 +364,7 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        self.shared.lock().closed = true;
+        self.shared.close(&mut self.shared.lock());
         self.shared.wake.notify_one();
     }
 }
@@ -371,9 +391,9 @@ async fn write_loop(addr: String, shared: Arc<WriteShared>, timeout: Duration) {
         // burst, and stopping at the first miss split the following bursts in two writes
         // (1 + 63 PUBs) until the next probe.
         if misses < SKIP_AFTER_MISSES || wakeups % 8 == 0 {
-            let mut before = shared.lock().buf.len();
+            let mut before = shared.queued_len();
             tokio::task::yield_now().await;
-            let mut queued = shared.lock().buf.len();
+            let mut queued = shared.queued_len();
             misses = if queued > before {
                 0
             } else {
@@ -388,13 +408,19 @@ async fn write_loop(addr: String, shared: Arc<WriteShared>, timeout: Duration) {
                 }
                 before = queued;
                 tokio::task::yield_now().await;
-                queued = shared.lock().buf.len();
+                queued = shared.queued_len();
             }
         }
         let (shutdown, closed, half) = {
             let mut pending = shared.lock();
             pending.scheduled = false;
             std::mem::swap(&mut pending.buf, &mut batch);
+            // Requests after the other commands; their waiters move on in the same order,
+            // under the lock the reader takes them with.
+            let pending = &mut *pending;
+            let taken = shared.requests.take(&mut batch, &mut pending.replies);
+            pending.queued += taken.bytes as u64;
+            pending.requests += taken.requests as u64;
             let half = if batch.is_empty() {
                 None
             } else {
@@ -420,7 +446,7 @@ async fn write_loop(addr: String, shared: Arc<WriteShared>, timeout: Duration) {
     };
     let half = {
         let mut pending = shared.lock();
-        pending.closed = true;
+        shared.close(&mut pending);
         pending.half.take()
     };
     if let Some(mut half) = half {

@@ -93,7 +93,7 @@ impl Waiters {
     /// queue after this).
     fn fail_all(&self, writer: &Writer, error: impl Fn() -> Error) {
         let mut answering = lock(&self.answering);
-        writer.take_replies(&mut answering);
+        writer.take_all_replies(&mut answering);
         for reply_to in answering.drain(..) {
             let _ = reply_to.send(Err(error()));
         }
