@@ -10,6 +10,11 @@
 //! waiters beside their bytes, and the write task moves the waiters on (to the reader) in
 //! the order it puts the bytes into its write. A command's reply cannot come before the
 //! write that carries it, so the reader always finds its waiter.
+//!
+//! Order on the wire: a thread's commands keep their order, and a command queued after
+//! another's reply came (a caller awaiting each publish) always follows it. Commands queued
+//! concurrently from different threads are ordered by the write task, shard by shard: calls
+//! in flight at the same time had no order among them to keep.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
