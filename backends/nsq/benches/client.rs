@@ -13,6 +13,9 @@
 //! Cases (one line each):
 //! - `pub single`: 64 tasks each awaiting one PUB at a time on one pooled connection (the
 //!   client pipelines them); ceiling: one socket keeping 64 PUBs unacknowledged.
+//! - `pub pipelined` (beyond the lines): the same 64 PUBs in flight from one task
+//!   through `Producer::publish_queued`, against the same ceiling: what the 64 tasks of
+//!   `single` cost in scheduling.
 //! - `pub mpub100`: MPUB of 100 from 8 tasks; ceiling: 8 MPUBs unacknowledged.
 //! - `sub max_in_flight=1|200`: receive and FIN a backlog; ceiling: SUB, RDY n, FIN each message
 //!   as it arrives (the FINs of one read in one write).
@@ -33,17 +36,18 @@
 //! a fresh server of its own, and each side's median is printed.
 //! `MSGSTREAM_BENCH_CASES=pub` (or `sub`, `pynsq`, comma-separated) runs one kind of case;
 //! for profiling one side under `valgrind --tool=callgrind`, `MSGSTREAM_BENCH_MODES=single`
-//! (or `mpub100`, `1`, `200`) narrows it to one mode and `MSGSTREAM_BENCH_SIDE=client` (or
+//! (or `pipelined`, `mpub100`, `1`, `200`) narrows it to one mode and `MSGSTREAM_BENCH_SIDE=client` (or
 //! `ceiling`) measures only that side, printing its rate and no ratio.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Command as Process;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use msgstream_nsq::{Consumer, ConsumerConfig, Producer, ProducerConfig};
+use msgstream_nsq::{Consumer, ConsumerConfig, Producer, ProducerConfig, PublishReceipt};
 use msgstream_nsq_testd::{Options, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -199,6 +203,32 @@ async fn client_pub(server: &TestServer, n: usize, batch: usize, concurrency: us
         .collect();
     for task in tasks {
         task.await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    producer.close().await;
+    elapsed
+}
+
+/// One task keeping `window` PUBs in flight through [`Producer::publish_queued`], driven as
+/// the ceiling's loop is: queue until the window is full, then wait for the oldest reply.
+async fn client_pub_pipelined(server: &TestServer, n: usize, window: usize) -> Duration {
+    let producer = Producer::new(ProducerConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        ..ProducerConfig::default()
+    })
+    .unwrap();
+    producer.publish(TOPIC, &BODY).await.unwrap();
+    let mut receipts = VecDeque::with_capacity(window);
+    let start = Instant::now();
+    for _ in 0..n {
+        if receipts.len() == window {
+            let oldest: PublishReceipt = receipts.pop_front().unwrap();
+            oldest.await.unwrap();
+        }
+        receipts.push_back(producer.publish_queued(TOPIC, &BODY).await.unwrap());
+    }
+    for receipt in receipts {
+        receipt.await.unwrap();
     }
     let elapsed = start.elapsed();
     producer.close().await;
@@ -370,6 +400,14 @@ fn main() {
                     raw_pipeline(&server, &pub_cmd(TOPIC), n, 64).await
                 } else {
                     client_pub(&server, n, 1, 64).await
+                }
+            })
+            .await;
+            case("pub", "mode=pipelined", n, |server, ceiling| async move {
+                if ceiling {
+                    raw_pipeline(&server, &pub_cmd(TOPIC), n, 64).await
+                } else {
+                    client_pub_pipelined(&server, n, 64).await
                 }
             })
             .await;

@@ -35,4 +35,4 @@ pub use consumer::{Consumer, ConsumerConfig, FailedCallback, Stats, SubscribeMod
 pub use error::{CodecError, Error, Result};
 pub use handler::spawn_handlers;
 pub use message::{Message, Origin};
-pub use producer::{Producer, ProducerConfig};
+pub use producer::{Producer, ProducerConfig, PublishReceipt};

@@ -9,8 +9,11 @@
 //! returned at once.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -297,6 +300,43 @@ impl Producer {
         self.send_with(|buf| command.encode(buf)).await.map(drop)
     }
 
+    /// Queues one PUB on a connection now and returns the receipt of its reply, so that one
+    /// task keeps many publishes in flight without a task each (go-nsq's `PublishAsync`).
+    /// Only the queueing is awaited: connecting, when no connection is open.
+    ///
+    /// Guarantees: a receipt resolves to `Ok` only after the server's `OK`; to the server's
+    /// refusal; or, when its connection ends or its reply times out first, to
+    /// [`Error::Closed`], [`Error::Io`] or [`Error::Timeout`], after which the message may or
+    /// may not be stored. Unlike [`Producer::publish`], a receipt is not retried on another
+    /// connection: publish again if at-least-once delivery is wanted. Queueing fails over
+    /// between nsqd like `publish`. Publishes in flight together keep no order among them on
+    /// the server (the connection's write task takes each thread's commands in turn, and a
+    /// task may move between threads while it awaits a receipt): await each publish when
+    /// their order matters.
+    pub async fn publish_queued(&self, topic: &str, body: &[u8]) -> Result<PublishReceipt> {
+        self.check(topic, &[body])?;
+        let command = Command::Pub {
+            topic,
+            partition: None,
+            body,
+        };
+        let encode = |buf: &mut BytesMut| command.encode(buf);
+        let (n, start) = (self.links.len(), self.first_index());
+        let mut last = None;
+        for i in 0..2 * n {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed("producer"));
+            }
+            let index = (start + i) % n;
+            match self.queue_on(index, &encode).await {
+                Ok(reply) => return Ok(PublishReceipt { reply }),
+                Err(e) if e.is_transient() => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::NoServer("no nsqd configured".into())))
+    }
+
     /// Publishes one message to a partition (Youzan).
     pub async fn publish_to(&self, topic: &str, partition: u32, body: &[u8]) -> Result<()> {
         self.check(topic, &[body])?;
@@ -433,14 +473,7 @@ impl Producer {
     /// its address: a copy per publish that only PUB_TRACE's errors need). Each nsqd is tried
     /// twice, so a connection that died since its last use is replaced by a fresh one.
     async fn send_with(&self, encode: impl Fn(&mut BytesMut)) -> Result<(Bytes, usize)> {
-        let n = self.links.len();
-        // One nsqd (the common case) needs no round robin: the shared counter would be one
-        // more cache line every publisher on every worker writes.
-        let start = if n == 1 {
-            0
-        } else {
-            self.next.fetch_add(1, Ordering::Relaxed)
-        };
+        let (n, start) = (self.links.len(), self.first_index());
         let mut last = None;
         for i in 0..2 * n {
             if self.closed.load(Ordering::Acquire) {
@@ -448,16 +481,7 @@ impl Producer {
             }
             let index = (start + i) % n;
             let addr = &self.config.nsqd[index];
-            let sent = match self.send_live(index, &encode) {
-                Some(sent) => sent,
-                // Boxed: the connect path's future is large, and inline it would make every
-                // publish's future as large (built and dropped per publish).
-                None => match Box::pin(self.connect(index)).await {
-                    Ok(link) => link.send(&encode),
-                    Err(e) => Err(e),
-                },
-            };
-            let reply = match sent {
+            let reply = match self.queue_on(index, &encode).await {
                 Ok(reply) => reply
                     .await
                     .unwrap_or_else(|_| Err(Error::Closed("producer connection"))),
@@ -473,6 +497,35 @@ impl Producer {
             }
         }
         Err(last.unwrap_or_else(|| Error::NoServer("no nsqd configured".into())))
+    }
+
+    /// The nsqd a send tries first: round robin over several. One nsqd (the common case)
+    /// needs no round robin: the shared counter would be one more cache line every publisher
+    /// on every worker writes.
+    fn first_index(&self) -> usize {
+        if self.links.len() == 1 {
+            0
+        } else {
+            self.next.fetch_add(1, Ordering::Relaxed)
+        }
+    }
+
+    /// Queues a command on nsqd `index`'s connection, connecting first if it has none, and
+    /// returns where its reply will come.
+    async fn queue_on(
+        &self,
+        index: usize,
+        encode: &impl Fn(&mut BytesMut),
+    ) -> Result<oneshot::Receiver<Result<Bytes>>> {
+        match self.send_live(index, encode) {
+            Some(queued) => queued,
+            // Boxed: the connect path's future is large, and inline it would make every
+            // publish's future as large (built and dropped per publish).
+            None => match Box::pin(self.connect(index)).await {
+                Ok(link) => link.send(encode),
+                Err(e) => Err(e),
+            },
+        }
     }
 
     /// Sends on the live connection to nsqd `index`, if there is one: the path of every
@@ -515,5 +568,25 @@ impl Producer {
         let link = Arc::new(Link::open(&self.config.nsqd[index], &self.config.conn).await?);
         *slot.live.write().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
         Ok(link)
+    }
+}
+
+/// The pending reply of a [`Producer::publish_queued`]: resolves to `Ok` once the server
+/// answered `OK`, to the server's refusal, or to the error that ended the connection (or the
+/// watchdog's [`Error::Timeout`]) first. Dropping it does not withdraw the publish.
+#[derive(Debug)]
+#[must_use = "a receipt says whether the publish was stored"]
+pub struct PublishReceipt {
+    reply: oneshot::Receiver<Result<Bytes>>,
+}
+
+impl Future for PublishReceipt {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        Pin::new(&mut self.reply).poll(cx).map(|reply| match reply {
+            Ok(reply) => reply.map(drop),
+            Err(_) => Err(Error::Closed("producer connection")),
+        })
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::*;
-use msgstream_nsq::{Consumer, Error, Producer, ProducerConfig, SubscribeMode};
+use msgstream_nsq::{Consumer, Error, Producer, ProducerConfig, PublishReceipt, SubscribeMode};
 use msgstream_nsq_testd::{Extensions, Options, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -428,4 +428,130 @@ async fn a_late_reply_never_answers_a_later_publish() {
     let first = first.await.expect("task");
     assert!(first.is_ok(), "{first:?}");
     producer.close().await;
+}
+
+/// One task keeps 64 publishes in flight through receipts: every one is acknowledged, and
+/// every message is on the server exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_publishes_from_one_task_all_arrive() {
+    let s = server(Extensions::None).await;
+    let mut config = consumer_config(&[&s], "q", "c");
+    config.max_in_flight = 100;
+    let consumer = Consumer::connect(config).await.expect("consumer");
+    let producer = producer(&[&s]);
+    let mut receipts = std::collections::VecDeque::new();
+    for i in 0..1000 {
+        if receipts.len() == 64 {
+            let oldest: PublishReceipt = receipts.pop_front().expect("a receipt");
+            oldest.await.expect("OK");
+        }
+        let body = i.to_string();
+        let receipt = producer.publish_queued("q", body.as_bytes()).await;
+        receipts.push_back(receipt.expect("queued"));
+    }
+    for receipt in receipts {
+        receipt.await.expect("OK");
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..1000 {
+        let message = recv(&consumer).await;
+        assert!(seen.insert(body(&message)), "delivered twice");
+        message.finish().await.expect("FIN");
+    }
+    let expected: std::collections::BTreeSet<String> = (0..1000).map(|i| i.to_string()).collect();
+    assert_eq!(seen, expected);
+    consumer.stop().await;
+    producer.close().await;
+}
+
+/// What a receipt reports: bad input is refused before anything is queued; the server's
+/// refusal comes through the refused publish's own receipt; a publish queued behind a fatal
+/// refusal fails with its connection (the server closed it) instead of waiting; and the
+/// next publish reconnects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_publishes_report_refusals_and_closed_connections() {
+    let s = server(Extensions::None).await;
+    let producer = Producer::new(ProducerConfig {
+        nsqd: vec![s.tcp_addr().to_string()],
+        conn: conn_config(),
+        max_msg_size: 2 * 1024 * 1024,
+        ..ProducerConfig::default()
+    })
+    .expect("producer");
+    for (topic, body) in [("bad topic", &b"x"[..]), ("t", b"")] {
+        assert!(
+            matches!(
+                producer.publish_queued(topic, body).await,
+                Err(Error::Invalid(_))
+            ),
+            "{topic:?}"
+        );
+    }
+    let too_big = vec![b'x'; 1024 * 1024 + 1];
+    let before = producer
+        .publish_queued("t", b"before")
+        .await
+        .expect("queued");
+    let refused = producer
+        .publish_queued("t", &too_big)
+        .await
+        .expect("queued");
+    let behind = producer
+        .publish_queued("t", b"behind")
+        .await
+        .expect("queued");
+    before.await.expect("answered before the refusal");
+    match within("the refusal", refused).await {
+        Err(Error::Server { error, .. }) => assert_eq!(error.code, "E_BAD_MESSAGE"),
+        other => panic!("expected E_BAD_MESSAGE, got {other:?}"),
+    }
+    let behind = within("the publish behind it", behind).await;
+    assert!(
+        behind.as_ref().is_err_and(Error::is_transient),
+        "{behind:?}"
+    );
+    let again = producer
+        .publish_queued("t", b"again")
+        .await
+        .expect("queued");
+    again.await.expect("a fresh connection");
+    let (_, raw) = http(s.http_addr(), "GET", "/stats?format=json", b"").await;
+    let stats: serde_json::Value = serde_json::from_slice(&raw).expect("json");
+    assert_eq!(stats["topics"][0]["message_count"], 2, "before and again");
+    producer.close().await;
+    assert!(matches!(
+        producer.publish_queued("t", b"x").await,
+        Err(Error::Closed(_))
+    ));
+}
+
+/// A receipt whose reply never comes fails with the watchdog's timeout, once: unlike
+/// `publish`, it is not retried on a fresh connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_queued_publish_times_out_once() {
+    let producer = producer_timing_out(stuck_server().await, Duration::from_millis(400));
+    let started = Instant::now();
+    let mut receipts = Vec::new();
+    for _ in 0..3 {
+        receipts.push(producer.publish_queued("t", b"x").await.expect("queued"));
+    }
+    for receipt in receipts {
+        let result = receipt.await;
+        assert!(
+            matches!(
+                result,
+                Err(Error::Timeout {
+                    what: "publish reply",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    }
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(400), "{elapsed:?}");
+    assert!(
+        elapsed < Duration::from_millis(800),
+        "one timeout, not two: {elapsed:?}"
+    );
 }
