@@ -312,7 +312,8 @@ impl Producer {
     /// between nsqd like `publish`. Publishes in flight together keep no order among them on
     /// the server (the connection's write task takes each thread's commands in turn, and a
     /// task may move between threads while it awaits a receipt): await each publish when
-    /// their order matters.
+    /// their order matters. Nothing bounds how many are queued: the caller keeps its own
+    /// window (say, awaits the oldest receipt once 64 are out), as with go-nsq.
     pub async fn publish_queued(&self, topic: &str, body: &[u8]) -> Result<PublishReceipt> {
         self.check(topic, &[body])?;
         let command = Command::Pub {
