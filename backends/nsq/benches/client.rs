@@ -38,6 +38,11 @@
 //! for profiling one side under `valgrind --tool=callgrind`, `MSGSTREAM_BENCH_MODES=single`
 //! (or `pipelined`, `mpub100`, `1`, `200`) narrows it to one mode and `MSGSTREAM_BENCH_SIDE=client` (or
 //! `ceiling`) measures only that side, printing its rate and no ratio.
+//!
+//! The thread layout changes every figure here (see the README), so it can be varied without
+//! editing: `MSGSTREAM_BENCH_WORKERS=1` runs both sides on one worker instead of two, and
+//! `MSGSTREAM_BENCH_SERVER_RUNTIME=own` starts each server on a one-worker runtime of its own
+//! instead of the bench's.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::collections::VecDeque;
@@ -266,11 +271,7 @@ fn median(mut rates: Vec<f64>) -> f64 {
 }
 
 fn rounds() -> usize {
-    std::env::var("MSGSTREAM_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&r| r > 0)
-        .unwrap_or(5)
+    env_number("MSGSTREAM_BENCH_ROUNDS", 5)
 }
 
 fn wanted(kind: &str) -> bool {
@@ -305,7 +306,7 @@ where
             if only.as_deref().is_some_and(|only| only != side) {
                 continue;
             }
-            let server = Arc::new(TestServer::start(Options::default()).await.unwrap());
+            let server = Arc::new(start_server().await);
             let elapsed = tokio::spawn(run(server, ceiling_side)).await.unwrap();
             let rate = n as f64 / elapsed.as_secs_f64();
             if ceiling_side {
@@ -386,9 +387,44 @@ async fn pynsq(server: &TestServer) {
     }
 }
 
+/// A number from the environment, or `default`.
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
+
+/// The runtime the servers run on when `MSGSTREAM_BENCH_SERVER_RUNTIME=own`.
+static SERVER_RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+
+/// A fresh test server: on the bench's runtime (the default), or with
+/// `MSGSTREAM_BENCH_SERVER_RUNTIME=own` on a one-worker runtime of its own, a thread apart as
+/// a server process would be.
+async fn start_server() -> TestServer {
+    if std::env::var("MSGSTREAM_BENCH_SERVER_RUNTIME").is_ok_and(|v| v == "own") {
+        let runtime = SERVER_RUNTIME.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("test-server")
+                .enable_all()
+                .build()
+                .unwrap()
+        });
+        runtime
+            .spawn(TestServer::start(Options::default()))
+            .await
+            .unwrap()
+            .unwrap()
+    } else {
+        TestServer::start(Options::default()).await.unwrap()
+    }
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(env_number("MSGSTREAM_BENCH_WORKERS", 2))
         .enable_all()
         .build()
         .unwrap();
@@ -437,7 +473,7 @@ fn main() {
             }
         }
         if wanted("pynsq") {
-            let server = TestServer::start(Options::default()).await.unwrap();
+            let server = start_server().await;
             pynsq(&server).await;
         }
     });
