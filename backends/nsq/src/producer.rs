@@ -322,13 +322,11 @@ impl Producer {
             body,
         };
         let encode = |buf: &mut BytesMut| command.encode(buf);
-        let (n, start) = (self.links.len(), self.first_index());
         let mut last = None;
-        for i in 0..2 * n {
+        for index in self.attempts() {
             if self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed("producer"));
             }
-            let index = (start + i) % n;
             match self.queue_on(index, &encode).await {
                 Ok(reply) => return Ok(PublishReceipt { reply }),
                 Err(e) if e.is_transient() => last = Some(e),
@@ -474,13 +472,11 @@ impl Producer {
     /// its address: a copy per publish that only PUB_TRACE's errors need). Each nsqd is tried
     /// twice, so a connection that died since its last use is replaced by a fresh one.
     async fn send_with(&self, encode: impl Fn(&mut BytesMut)) -> Result<(Bytes, usize)> {
-        let (n, start) = (self.links.len(), self.first_index());
         let mut last = None;
-        for i in 0..2 * n {
+        for index in self.attempts() {
             if self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed("producer"));
             }
-            let index = (start + i) % n;
             let addr = &self.config.nsqd[index];
             let reply = match self.queue_on(index, &encode).await {
                 Ok(reply) => reply
@@ -500,15 +496,18 @@ impl Producer {
         Err(last.unwrap_or_else(|| Error::NoServer("no nsqd configured".into())))
     }
 
-    /// The nsqd a send tries first: round robin over several. One nsqd (the common case)
-    /// needs no round robin: the shared counter would be one more cache line every publisher
-    /// on every worker writes.
-    fn first_index(&self) -> usize {
-        if self.links.len() == 1 {
+    /// The nsqd a send tries, in turn: each one twice (so a connection that died since its
+    /// last use is replaced by a fresh one), starting round robin over several. One nsqd (the
+    /// common case) needs no round robin: the shared counter would be one more cache line
+    /// every publisher on every worker writes.
+    fn attempts(&self) -> impl Iterator<Item = usize> {
+        let n = self.links.len();
+        let start = if n == 1 {
             0
         } else {
             self.next.fetch_add(1, Ordering::Relaxed)
-        }
+        };
+        (0..2 * n).map(move |i| (start + i) % n)
     }
 
     /// Queues a command on nsqd `index`'s connection, connecting first if it has none, and

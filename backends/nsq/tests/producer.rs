@@ -211,6 +211,17 @@ async fn youzan_publishing() {
     consumer.stop().await;
 }
 
+/// Whether a publish failed because its reply did not come in time.
+fn is_reply_timeout<T>(result: &Result<T, Error>) -> bool {
+    matches!(
+        result,
+        Err(Error::Timeout {
+            what: "publish reply",
+            ..
+        })
+    )
+}
+
 /// A producer of the one nsqd at `addr` whose replies time out after `read_timeout`.
 fn producer_timing_out(
     addr: std::net::SocketAddr,
@@ -281,16 +292,7 @@ async fn a_stuck_reply_fails_the_publish_within_the_timeout() {
         .collect();
     for send in sends {
         let result = send.await.expect("task");
-        assert!(
-            matches!(
-                result,
-                Err(Error::Timeout {
-                    what: "publish reply",
-                    ..
-                })
-            ),
-            "{result:?}"
-        );
+        assert!(is_reply_timeout(&result), "{result:?}");
     }
     // Each send tries the nsqd twice (a fresh connection the second time): two timeouts.
     let elapsed = started.elapsed();
@@ -597,16 +599,7 @@ async fn a_stuck_queued_publish_times_out_once() {
     }
     for receipt in receipts {
         let result = receipt.await;
-        assert!(
-            matches!(
-                result,
-                Err(Error::Timeout {
-                    what: "publish reply",
-                    ..
-                })
-            ),
-            "{result:?}"
-        );
+        assert!(is_reply_timeout(&result), "{result:?}");
     }
     // One timeout (1 s, checked every 250 ms); a retry would have taken a second one.
     let elapsed = started.elapsed();
