@@ -1,28 +1,72 @@
 //! [`SharedStr`]: an immutable string whose clones share one allocation.
 
 use std::borrow::Borrow;
+use std::collections::HashSet;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// An immutable string that clones without allocating (a reference count), used for the
-/// channel and group names of [`crate::msg::MsgPosition`].
+/// An immutable string that clones without allocating, used for the channel and group names
+/// of [`crate::msg::MsgPosition`].
 ///
 /// Every message a stream delivers carries a position naming its channel and subscription; as
 /// `String`s that was two allocations per message on the consumer task and two frees wherever
 /// the application drops it, more than decoding a small message costs. A stream's consumer
 /// now holds each name once and every position shares it.
 ///
+/// Two kinds of sharing:
+/// - [`SharedStr::interned`] keeps one copy of each distinct string for the rest of the process
+///   and clones copy a pointer. Streams intern the names of the channels and subscriptions
+///   they consume (a few dozen bytes per distinct name, never freed), so a delivered message's
+///   position costs no shared reference count: two atomic operations per name and message,
+///   one where it is made and one where the application drops it, often on another core.
+/// - `into()` from `&str`, `String` or `Arc<str>` shares one allocation by a reference count
+///   and frees it with the last clone: for names from anywhere else (decoded positions).
+///
 /// It reads like a `&str` (`Deref`, `as_str`, comparisons with `str`, `&str` and `String` in
-/// both directions, `Display`), and converts from `&str`, `String` and `Arc<str>` with `into()`.
-/// The empty string allocates nothing.
+/// both directions, `Display`), whichever kind it is. The empty string allocates nothing.
 #[derive(Clone, Default)]
-pub struct SharedStr(Option<Arc<str>>);
+pub struct SharedStr(Repr);
+
+#[derive(Clone, Default)]
+enum Repr {
+    #[default]
+    Empty,
+    Interned(&'static str),
+    Counted(Arc<str>),
+}
 
 impl SharedStr {
     /// The string.
     pub fn as_str(&self) -> &str {
-        self.0.as_deref().unwrap_or("")
+        match &self.0 {
+            Repr::Empty => "",
+            Repr::Interned(s) => s,
+            Repr::Counted(s) => s,
+        }
+    }
+
+    /// `s`, interned: the process keeps one copy of each distinct string interned, for its
+    /// whole life, and clones of the result copy a pointer. For names used again and again
+    /// (a stream's channels and subscription), not for arbitrary input.
+    pub fn interned(s: &str) -> SharedStr {
+        static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+        if s.is_empty() {
+            return SharedStr::default();
+        }
+        let mut names = NAMES
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let name = match names.get(s) {
+            Some(name) => *name,
+            None => {
+                let name: &'static str = Box::leak(Box::from(s));
+                names.insert(name);
+                name
+            }
+        };
+        SharedStr(Repr::Interned(name))
     }
 }
 
@@ -55,9 +99,9 @@ impl Borrow<str> for SharedStr {
 impl From<Arc<str>> for SharedStr {
     fn from(s: Arc<str>) -> Self {
         if s.is_empty() {
-            SharedStr(None)
+            SharedStr(Repr::Empty)
         } else {
-            SharedStr(Some(s))
+            SharedStr(Repr::Counted(s))
         }
     }
 }
@@ -65,9 +109,9 @@ impl From<Arc<str>> for SharedStr {
 impl From<&str> for SharedStr {
     fn from(s: &str) -> Self {
         if s.is_empty() {
-            SharedStr(None)
+            SharedStr(Repr::Empty)
         } else {
-            SharedStr(Some(Arc::from(s)))
+            SharedStr(Repr::Counted(Arc::from(s)))
         }
     }
 }
@@ -184,7 +228,22 @@ mod tests {
         assert!(std::ptr::eq(name.as_str(), copy.as_str()));
         assert_eq!(SharedStr::from(""), SharedStr::default());
         assert_eq!(SharedStr::default(), "");
-        assert!(SharedStr::from(String::new()).0.is_none());
+        assert!(matches!(SharedStr::from(String::new()).0, Repr::Empty));
         assert_eq!(String::from(copy), "topic");
+    }
+
+    #[test]
+    fn interned_names_are_one_copy_and_compare_like_any_other() {
+        let name = SharedStr::interned("interned-channel");
+        let again = SharedStr::interned(&String::from("interned-channel"));
+        assert!(std::ptr::eq(name.as_str(), again.as_str()));
+        assert!(std::ptr::eq(name.as_str(), name.clone().as_str()));
+        assert_eq!(name, SharedStr::from("interned-channel"));
+        assert_eq!(name, "interned-channel");
+        let mut by_name = HashMap::new();
+        by_name.insert(SharedStr::from("interned-channel"), 1);
+        assert_eq!(by_name.get(&name), Some(&1));
+        assert!(matches!(SharedStr::interned("").0, Repr::Empty));
+        assert_eq!(SharedStr::interned(""), SharedStr::default());
     }
 }

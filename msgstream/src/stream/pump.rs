@@ -219,7 +219,8 @@ impl Pumps {
         let ctx = PumpContext {
             channel: index,
             generation: slot.generation,
-            group: SharedStr::from(parked.consumer.subscription()),
+            channel_name: SharedStr::interned(parked.consumer.topic()),
+            group: SharedStr::interned(parked.consumer.subscription()),
             registry,
             batch: self.batch,
             tx: slot.tx.clone(),
@@ -391,7 +392,9 @@ impl Pumps {
 struct PumpContext {
     channel: usize,
     generation: u64,
-    /// The subscription, shared by the position of every message delivered.
+    /// The channel and the subscription, named by the position of every message delivered;
+    /// interned, so that each position's copies touch no shared reference count.
+    channel_name: SharedStr,
     group: SharedStr,
     registry: Arc<DecoderRegistry>,
     batch: usize,
@@ -427,10 +430,10 @@ impl PumpContext {
                 Event::Msg(TsMsg {
                     body,
                     hash_keys: Vec::new(),
-                    // No allocation: the names are shared (the consumer's topic, the pump's
-                    // group), the id is a slice of the batch's buffer.
+                    // No allocation: the names are interned (the consumer's channel and
+                    // subscription), the id is a slice of the batch's buffer.
                     position: Some(MsgPosition {
-                        channel_name: SharedStr::from(msg.topic.clone()),
+                        channel_name: self.channel_name.clone(),
                         msg_id,
                         msg_group: self.group.clone(),
                         timestamp,
