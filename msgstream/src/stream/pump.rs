@@ -421,7 +421,7 @@ impl PumpContext {
         let token = Some(AckToken::from(&msg));
         // Built as one value, so that the compiler writes the (large) message where it ends up
         // instead of moving it through temporaries.
-        let event = match self.registry.decode_bytes(&msg.payload) {
+        let event = match self.registry.decode_bytes(std::mem::take(&mut msg.payload)) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
                 // Milvus stamps a consumed message's position with its BeginTs; the tt stream

@@ -26,4 +26,4 @@ pub use dml::{
     DataNodeTtMsg, DeleteRequest, IdField, Ids, InsertDataVersion, InsertRequest, LongArray,
     SegmentStats, StringArray, TimeTickMsg,
 };
-pub(crate) use insert_fast::decode_insert;
+pub(crate) use insert_fast::{decode_insert, decode_insert_parts};
