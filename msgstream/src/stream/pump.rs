@@ -64,6 +64,9 @@ pub(crate) struct Delivered {
     pub(crate) event: Event,
     /// The received message behind `event`, to be committed once the application has had it.
     pub(crate) token: Option<AckToken>,
+    /// The message's `end_ts` (0 for other events), worked out here, where its row timestamps
+    /// were just decoded, for the tt stream's aligner on the application's thread.
+    pub(crate) end_ts: u64,
 }
 
 impl Delivered {
@@ -245,6 +248,7 @@ impl Pumps {
                             generation,
                             event,
                             token: None,
+                            end_ts: 0,
                         })
                         .collect();
                     let _ = tx.send_all(ending).await;
@@ -410,6 +414,7 @@ impl PumpContext {
             generation: self.generation,
             event,
             token,
+            end_ts: 0,
         }
     }
 
@@ -421,12 +426,14 @@ impl PumpContext {
         let token = Some(AckToken::from(&msg));
         // Built as one value, so that the compiler writes the (large) message where it ends up
         // instead of moving it through temporaries.
+        let mut end_ts = 0;
         let event = match self.registry.decode_bytes(std::mem::take(&mut msg.payload)) {
             Ok(body) => {
                 trace::record_consume(&msg.properties, &msg.topic);
                 // Milvus stamps a consumed message's position with its BeginTs; the tt stream
                 // restamps the positions of its packs with their end_ts.
                 let timestamp = body.begin_ts();
+                end_ts = body.end_ts();
                 Event::Msg(TsMsg {
                     body,
                     hash_keys: Vec::new(),
@@ -458,6 +465,7 @@ impl PumpContext {
             generation: self.generation,
             event,
             token,
+            end_ts,
         }
     }
 

@@ -292,7 +292,10 @@ impl TtMsgStream {
             }
             match delivered.event {
                 Event::Msg(msg) => {
-                    if let Err(error) = side.aligner.push(channel, msg) {
+                    let pushed = side
+                        .aligner
+                        .push_with_end_ts(channel, msg, delivered.end_ts);
+                    if let Err(error) = pushed {
                         return Some(Err(error));
                     }
                 }
