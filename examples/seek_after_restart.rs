@@ -11,8 +11,8 @@ use msgstream_facade::{positions, Config, Factory};
 fn insert(row: i64, ts: u64) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
         base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
-        timestamps: vec![ts],
-        row_ids: vec![row],
+        timestamps: [ts].into(),
+        row_ids: [row].into(),
         num_rows: 1,
         ..Default::default()
     }))

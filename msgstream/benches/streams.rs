@@ -24,11 +24,12 @@ const TICK_EVERY: u64 = 64;
 fn insert(row: i64, ts: u64, key: u32) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
         base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
-        timestamps: vec![ts],
-        row_ids: vec![row],
-        row_data: vec![msgstream::msg::Blob {
+        timestamps: [ts].into(),
+        row_ids: [row].into(),
+        row_data: [msgstream::msg::Blob {
             value: vec![7; 64].into(),
-        }],
+        }]
+        .into(),
         num_rows: 1,
         ..Default::default()
     }))

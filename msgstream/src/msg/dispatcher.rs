@@ -352,8 +352,8 @@ mod tests {
         let registry = DecoderRegistry::default();
         let insert = TsMsg::new(MsgBody::Insert(InsertRequest {
             base: Some(MsgBase::new(MsgType::Insert as i32, 7, 10)),
-            timestamps: vec![10],
-            row_ids: vec![1],
+            timestamps: [10].into(),
+            row_ids: [1].into(),
             num_rows: 1,
             fields_data: vec![vec![1, 2, 3].into()],
             ..Default::default()
@@ -415,11 +415,12 @@ mod tests {
     fn inserts_take_the_insert_path_unless_the_application_replaced_their_decoder() {
         let insert = TsMsg::new(MsgBody::Insert(InsertRequest {
             base: Some(MsgBase::new(MsgType::Insert as i32, 7, 10)),
-            timestamps: vec![10],
-            row_ids: vec![1],
-            row_data: vec![crate::msg::Blob {
+            timestamps: [10].into(),
+            row_ids: [1].into(),
+            row_data: [crate::msg::Blob {
                 value: vec![1, 2, 3].into(),
-            }],
+            }]
+            .into(),
             num_rows: 1,
             ..Default::default()
         }))
@@ -448,7 +449,7 @@ mod tests {
         let registry = DecoderRegistry::default();
         let insert = TsMsg::new(MsgBody::Insert(InsertRequest {
             base: Some(MsgBase::new(MsgType::Insert as i32, 7, 10)),
-            timestamps: vec![10],
+            timestamps: [10].into(),
             ..Default::default()
         }))
         .encode();
@@ -487,8 +488,8 @@ mod tests {
             for valid in [
                 TsMsg::new(MsgBody::Insert(InsertRequest {
                     base: Some(base.clone()),
-                    timestamps: vec![12, 13],
-                    row_ids: vec![1, 2],
+                    timestamps: [12, 13].into(),
+                    row_ids: [1, 2].into(),
                     ..Default::default()
                 }))
                 .encode(),
@@ -496,11 +497,11 @@ mod tests {
                 // An insert as inserts are: its own kind, a row blob (the insert-first path).
                 TsMsg::new(MsgBody::Insert(InsertRequest {
                     base: Some(MsgBase::new(MsgType::Insert as i32, 9, 12)),
-                    timestamps: vec![12],
-                    row_ids: vec![1],
-                    row_data: vec![crate::msg::Blob {
+                    timestamps: [12].into(),
+                    row_ids: [1].into(),
+                    row_data: [crate::msg::Blob {
                         value: vec![7; 5].into(),
-                    }],
+                    }].into(),
                     num_rows: 1,
                     ..Default::default()
                 }))

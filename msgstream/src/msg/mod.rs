@@ -3,6 +3,7 @@
 mod dispatcher;
 mod pack;
 mod proto;
+mod row_vec;
 mod shared_str;
 mod tsmsg;
 
@@ -14,5 +15,6 @@ pub use proto::{
     LongArray, MsgBase, MsgHeader, MsgPosition, MsgType, Property, ReplicateInfo, SegmentStats,
     StringArray, TimeTickMsg, WalName,
 };
+pub use row_vec::{RowVec, RowVecIntoIter};
 pub use shared_str::SharedStr;
 pub use tsmsg::{CustomMsg, MsgBody, TsMsg};

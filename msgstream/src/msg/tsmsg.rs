@@ -217,7 +217,7 @@ mod tests {
     fn timestamps_of_rows_and_headers() {
         let insert = TsMsg::new(MsgBody::Insert(InsertRequest {
             base: Some(MsgBase::new(MsgType::Insert as i32, 1, 99)),
-            timestamps: vec![7, 3, 5],
+            timestamps: [7, 3, 5].into(),
             ..Default::default()
         }));
         assert_eq!((insert.begin_ts(), insert.end_ts()), (3, 7));

@@ -93,8 +93,8 @@ fn split_insert(
         .map(|row| {
             let one = InsertRequest {
                 base: row_base(&m.base, MsgType::Insert, m.timestamps[row]),
-                timestamps: vec![m.timestamps[row]],
-                row_ids: vec![m.row_ids[row]],
+                timestamps: [m.timestamps[row]].into(),
+                row_ids: [m.row_ids[row]].into(),
                 row_data: m.row_data.get(row).cloned().into_iter().collect(),
                 num_rows: 1,
                 ..m.clone()
@@ -157,7 +157,7 @@ mod tests {
         let n = ts.len();
         TsMsg::new(MsgBody::Insert(InsertRequest {
             base: Some(MsgBase::new(MsgType::Insert as i32, 1, 0)),
-            timestamps: ts,
+            timestamps: ts.into(),
             row_ids: (0..n as i64).collect(),
             num_rows: rows,
             ..Default::default()
@@ -176,7 +176,7 @@ mod tests {
             };
             assert_eq!(
                 (m.num_rows, m.timestamps.clone(), m.row_ids.clone()),
-                (1, vec![ts], vec![row])
+                (1, [ts].into(), [row].into())
             );
             assert_eq!(msg.base().timestamp, ts);
         }

@@ -619,8 +619,8 @@ pub async fn plain_positions_carry_begin_ts(client: Arc<dyn Client>) {
     let a = unique("begin-ts");
     let two_rows = TsMsg::new(MsgBody::Insert(InsertRequest {
         base: Some(MsgBase::new(MsgType::Insert as i32, 1, 9)),
-        timestamps: vec![5, 9],
-        row_ids: vec![1, 2],
+        timestamps: [5, 9].into(),
+        row_ids: [1, 2].into(),
         num_rows: 2,
         ..Default::default()
     }));

@@ -84,8 +84,8 @@ pub fn unique(prefix: &str) -> String {
 pub fn insert(id: i64, ts: u64, key: u32) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
         base: Some(MsgBase::new(MsgType::Insert as i32, id, ts)),
-        timestamps: vec![ts],
-        row_ids: vec![id],
+        timestamps: [ts].into(),
+        row_ids: [id].into(),
         num_rows: 1,
         ..Default::default()
     }))

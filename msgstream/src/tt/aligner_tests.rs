@@ -12,8 +12,8 @@ use crate::msg::{
 fn insert(ts: u64, id: i64) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
         base: Some(MsgBase::new(MsgType::Insert as i32, id, ts)),
-        timestamps: vec![ts],
-        row_ids: vec![id],
+        timestamps: [ts].into(),
+        row_ids: [id].into(),
         num_rows: 1,
         ..Default::default()
     }))
@@ -308,8 +308,8 @@ fn dedup_candidate((kind, id, ts, row): (u8, i64, u64, i64)) -> TsMsg {
     TsMsg::new(match kind {
         0 => MsgBody::Insert(InsertRequest {
             base: base(MsgType::Insert),
-            timestamps: vec![ts],
-            row_ids: vec![row],
+            timestamps: [ts].into(),
+            row_ids: [row].into(),
             num_rows: 1,
             ..Default::default()
         }),

@@ -68,8 +68,8 @@ fn round_messages(round: u64, channels: u16, next_id: &mut i64) -> Vec<TsMsg> {
                         ..b
                     }),
                     collection_name: "demo".into(),
-                    timestamps: vec![ts],
-                    row_ids: vec![id],
+                    timestamps: [ts].into(),
+                    row_ids: [id].into(),
                     num_rows: 1,
                     ..Default::default()
                 })

@@ -48,11 +48,12 @@ fn names() -> Vec<String> {
 fn insert(row: u64, key: u32) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
         base: Some(MsgBase::new(MsgType::Insert as i32, row as i64, row)),
-        timestamps: vec![row],
-        row_ids: vec![row as i64],
-        row_data: vec![Blob {
+        timestamps: [row].into(),
+        row_ids: [row as i64].into(),
+        row_data: [Blob {
             value: vec![7; 64].into(),
-        }],
+        }]
+        .into(),
         num_rows: 1,
         ..Default::default()
     }))

@@ -1,70 +1,6 @@
-//! Milvus `msg.proto` data messages: inserts, deletes and timeticks.
+//! Milvus `msg.proto` data messages: deletes and timeticks (inserts are in `insert`).
 
-use super::common::{Blob, MsgBase};
-
-/// How an [`InsertRequest`] holds its data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
-#[repr(i32)]
-pub enum InsertDataVersion {
-    /// One [`Blob`] per row in `row_data`.
-    RowBased = 0,
-    /// Column data in `fields_data`.
-    ColumnBased = 1,
-}
-
-/// Rows to insert.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct InsertRequest {
-    /// Header.
-    #[prost(message, optional, tag = "1")]
-    pub base: Option<MsgBase>,
-    /// Shard (channel) name.
-    #[prost(string, tag = "2")]
-    pub shard_name: String,
-    /// Database name.
-    #[prost(string, tag = "3")]
-    pub db_name: String,
-    /// Collection name.
-    #[prost(string, tag = "4")]
-    pub collection_name: String,
-    /// Partition name.
-    #[prost(string, tag = "5")]
-    pub partition_name: String,
-    /// Database id.
-    #[prost(int64, tag = "6")]
-    pub db_id: i64,
-    /// Collection id.
-    #[prost(int64, tag = "7")]
-    pub collection_id: i64,
-    /// Partition id.
-    #[prost(int64, tag = "8")]
-    pub partition_id: i64,
-    /// Segment id.
-    #[prost(int64, tag = "9")]
-    pub segment_id: i64,
-    /// One timestamp per row.
-    #[prost(uint64, repeated, tag = "10")]
-    pub timestamps: Vec<u64>,
-    /// One row id per row.
-    #[prost(int64, repeated, tag = "11")]
-    pub row_ids: Vec<i64>,
-    /// Row-based data, one blob per row (may be empty when column data is used).
-    #[prost(message, repeated, tag = "12")]
-    pub row_data: Vec<Blob>,
-    /// Milvus column data (`schema.FieldData`), kept as opaque encoded messages; slices of
-    /// the payload when decoded from `Bytes` (see [`Blob`]).
-    #[prost(bytes = "bytes", repeated, tag = "13")]
-    pub fields_data: Vec<bytes::Bytes>,
-    /// Number of rows.
-    #[prost(uint64, tag = "14")]
-    pub num_rows: u64,
-    /// Row or column layout, an [`InsertDataVersion`] value.
-    #[prost(enumeration = "InsertDataVersion", tag = "15")]
-    pub version: i32,
-    /// Namespace of the rows; `Some("")` and `None` differ on the wire, so it stays an `Option`.
-    #[prost(string, optional, tag = "16")]
-    pub namespace: Option<String>,
-}
+use super::common::MsgBase;
 
 /// Rows to delete, by primary key.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -109,7 +45,7 @@ pub struct DeleteRequest {
     #[prost(int64, tag = "13")]
     pub segment_id: i64,
     /// The delete expression, as a serialized plan; a slice of the payload when decoded from
-    /// `Bytes` (see [`Blob`]).
+    /// `Bytes` (see [`Blob`](super::common::Blob)).
     #[prost(bytes = "bytes", tag = "14")]
     pub serialized_expr_plan: bytes::Bytes,
 }

@@ -17,7 +17,8 @@
 use bytes::Bytes;
 
 use super::common::{Blob, MsgBase};
-use super::dml::InsertRequest;
+use super::insert::InsertRequest;
+use crate::msg::RowVec;
 
 /// Reads a varint off the front of `buf`; `None` when malformed or truncated (prost would
 /// reject it, or decide on it, itself).
@@ -58,15 +59,15 @@ fn delimited(buf: &[u8], at: &mut usize) -> Option<std::ops::Range<usize>> {
     Some(start..end)
 }
 
-/// A packed repeated varint field, exactly sized.
+/// A packed repeated varint field, exactly sized: a single value (one row) inline.
 fn packed<T>(
     buf: &[u8],
     range: std::ops::Range<usize>,
     convert: impl Fn(u64) -> T,
-) -> Option<Vec<T>> {
+) -> Option<RowVec<T>> {
     let bytes = buf.get(range)?;
     let count = bytes.iter().filter(|b| **b < 0x80).count();
-    let mut values = Vec::with_capacity(count);
+    let mut values = RowVec::with_capacity(count);
     let mut at = 0;
     while at < bytes.len() {
         values.push(convert(varint(bytes, &mut at)?));
@@ -211,9 +212,6 @@ pub(crate) fn decode_insert_parts(payload: &Bytes) -> Option<(InsertRequest, Opt
             }
             (12, 2) => {
                 let range = delimited(buf, &mut at)?;
-                if insert.row_data.capacity() == 0 {
-                    insert.row_data.reserve_exact(1);
-                }
                 let value = blob_value(buf, range)?;
                 insert.row_data.push(Blob::default());
                 if let Some(value) = value.filter(|value| !value.is_empty()) {
@@ -259,14 +257,15 @@ mod tests {
             collection_name: "c".into(),
             db_id: 3,
             segment_id: -1,
-            timestamps: vec![99, u64::MAX],
-            row_ids: vec![1, -5],
-            row_data: vec![
+            timestamps: [99, u64::MAX].into(),
+            row_ids: [1, -5].into(),
+            row_data: [
                 Blob {
                     value: vec![7; 64].into(),
                 },
                 Blob::default(),
-            ],
+            ]
+            .into(),
             fields_data: vec![vec![1, 2].into(), Bytes::new()],
             num_rows: 2,
             version: 1,
@@ -291,6 +290,21 @@ mod tests {
         let row = &insert.row_data[0].value;
         let inside = encoded.as_ptr_range();
         assert!(inside.contains(&row.as_ptr()), "a slice of the payload");
+        // One row, the usual insert: every per-row field inline, nothing allocated.
+        let one_row = InsertRequest {
+            timestamps: vec![5].into(),
+            row_ids: vec![6].into(),
+            row_data: vec![Blob {
+                value: vec![9; 16].into(),
+            }]
+            .into(),
+            ..Default::default()
+        };
+        let insert = decode_insert(&one_row.encode_to_vec().into()).expect("decodes");
+        assert_eq!(insert, one_row);
+        assert!(insert.timestamps.is_inline());
+        assert!(insert.row_ids.is_inline());
+        assert!(insert.row_data.is_inline());
     }
 
     /// The decode of a caller that owns the payload: the last bytes field is the payload.
@@ -321,9 +335,10 @@ mod tests {
         assert!(inside.contains(&insert.row_data[0].value.as_ptr()));
         // One row blob and nothing else, the usual insert: the row is the last field.
         let one_row = InsertRequest {
-            row_data: vec![Blob {
+            row_data: [Blob {
                 value: vec![9; 16].into(),
-            }],
+            }]
+            .into(),
             ..Default::default()
         };
         let (_, last) = decode_insert_parts(&one_row.encode_to_vec().into()).expect("decodes");

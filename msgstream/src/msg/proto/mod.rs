@@ -10,6 +10,7 @@
 mod common;
 mod ddl;
 mod dml;
+mod insert;
 mod insert_fast;
 #[cfg(test)]
 mod roundtrip_tests;
@@ -23,7 +24,7 @@ pub use ddl::{
     CreateCollectionRequest, CreatePartitionRequest, DropCollectionRequest, DropPartitionRequest,
 };
 pub use dml::{
-    DataNodeTtMsg, DeleteRequest, IdField, Ids, InsertDataVersion, InsertRequest, LongArray,
-    SegmentStats, StringArray, TimeTickMsg,
+    DataNodeTtMsg, DeleteRequest, IdField, Ids, LongArray, SegmentStats, StringArray, TimeTickMsg,
 };
+pub use insert::{InsertDataVersion, InsertRequest};
 pub(crate) use insert_fast::{decode_insert, decode_insert_parts};

@@ -103,16 +103,57 @@ fn column_based_insert() {
             collection_id: 2,
             partition_id: 3,
             segment_id: 4,
-            timestamps: vec![100, 200],
-            row_ids: vec![-1, 5],
-            row_data: vec![Blob {
+            timestamps: [100, 200].into(),
+            row_ids: [-1, 5].into(),
+            row_data: [Blob {
                 value: vec![0xaa].into(),
-            }],
+            }]
+            .into(),
             fields_data: vec![vec![0x08, 0x05, 0x12, 0x01, 0x66].into(), Bytes::new()],
             num_rows: 2,
             version: InsertDataVersion::ColumnBased as i32,
             namespace: Some("n".into()),
         }),
+    );
+}
+
+/// The fixture again through prost's decode (the path of shapes the fast decoder leaves to
+/// it), and the per-row fields written unpacked, which proto3 readers must accept too.
+#[test]
+fn insert_through_prost_and_unpacked_rows() {
+    use prost::Message as _;
+    let packed = hex(concat!(
+        "52 03 64 c8 01",
+        "5a 0b ff ff ff ff ff ff ff ff ff 01 05"
+    ));
+    let unpacked = hex(concat!(
+        "50 64 50 c8 01",                   // timestamps 100, 200 one by one
+        "58 ff ff ff ff ff ff ff ff ff 01", // row_ids -1
+        "58 05",                            // row_ids 5
+    ));
+    let expected = InsertRequest {
+        timestamps: [100, 200].into(),
+        row_ids: [-1, 5].into(),
+        ..InsertRequest::default()
+    };
+    for bytes in [packed, unpacked] {
+        let decoded = InsertRequest::decode(&bytes[..]).expect("decodes");
+        assert_eq!(decoded, expected);
+    }
+    let one_row =
+        InsertRequest::decode(&hex("52 01 07 5a 01 08 62 03 0a 01 aa")[..]).expect("decodes");
+    assert_eq!(one_row.timestamps, [7]);
+    assert_eq!(one_row.row_ids, [8]);
+    assert_eq!(
+        one_row.row_data,
+        [Blob {
+            value: vec![0xaa].into()
+        }]
+    );
+    assert!(
+        one_row.timestamps.is_inline()
+            && one_row.row_ids.is_inline()
+            && one_row.row_data.is_inline()
     );
 }
 

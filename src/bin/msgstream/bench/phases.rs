@@ -28,11 +28,12 @@ pub struct Produced {
 fn row(id: u64, payload: &[u8]) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
         base: Some(MsgBase::new(MsgType::Insert as i32, id as i64, id + 1)),
-        timestamps: vec![id + 1],
-        row_ids: vec![id as i64],
-        row_data: vec![Blob {
+        timestamps: [id + 1].into(),
+        row_ids: [id as i64].into(),
+        row_data: [Blob {
             value: payload.to_vec().into(),
-        }],
+        }]
+        .into(),
         num_rows: 1,
         ..Default::default()
     }))

@@ -46,11 +46,12 @@ pub fn build(kind: Kind, id: i64, ts: u64, key: u32, payload: Vec<u8>) -> Result
     let body = match kind {
         Kind::Insert => MsgBody::Insert(InsertRequest {
             base: Some(MsgBase::new(MsgType::Insert as i32, id, ts)),
-            timestamps: vec![ts],
-            row_ids: vec![id],
-            row_data: vec![Blob {
+            timestamps: [ts].into(),
+            row_ids: [id].into(),
+            row_data: [Blob {
                 value: payload.into(),
-            }],
+            }]
+            .into(),
             num_rows: 1,
             ..Default::default()
         }),

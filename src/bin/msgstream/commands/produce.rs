@@ -84,11 +84,12 @@ impl ProduceArgs {
 fn insert_row(id: i64, ts: u64, payload: &[u8]) -> TsMsg {
     TsMsg::new(MsgBody::Insert(InsertRequest {
         base: Some(MsgBase::new(MsgType::Insert as i32, id, ts)),
-        timestamps: vec![ts],
-        row_ids: vec![id],
-        row_data: vec![Blob {
+        timestamps: [ts].into(),
+        row_ids: [id].into(),
+        row_data: [Blob {
             value: payload.to_vec().into(),
-        }],
+        }]
+        .into(),
         num_rows: 1,
         ..Default::default()
     }))
