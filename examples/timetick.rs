@@ -3,7 +3,7 @@
 //!
 //! `cargo run --example timetick`
 
-use msgstream_facade::msgstream::mq::{InitialPosition, MessageId};
+use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
 use msgstream_facade::{Config, Factory};
 
@@ -61,7 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let rows: Vec<i64> = pack.msgs.iter().map(TsMsg::id).collect();
         println!("pack {} -> {}: rows {rows:?}", pack.begin_ts, pack.end_ts);
         for p in &pack.end_positions {
-            let id = MessageId::from_backend_bytes(p.msg_id.clone());
+            let id = p.msg_id.clone();
             println!(
                 "    resume {} at {id:?} (ts {})",
                 p.channel_name, p.timestamp

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use msgstream::mq::MessageId;
 use msgstream::msg::MsgPosition;
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +24,12 @@ fn stored(positions: &[MsgPosition]) -> Vec<StoredPosition> {
         .iter()
         .map(|p| StoredPosition {
             channel: p.channel_name.to_string(),
-            msg_id: p.msg_id.iter().map(|b| format!("{b:02x}")).collect(),
+            msg_id: p
+                .msg_id
+                .as_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
             group: p.msg_group.to_string(),
             timestamp: p.timestamp,
         })
@@ -79,14 +85,12 @@ pub fn load(path: &Path) -> Result<Vec<MsgPosition>> {
         .into_iter()
         .map(|s| {
             Ok(MsgPosition {
-                msg_id: decode_hex(&s.msg_id)
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "msg_id {:?} of {:?} is not hex",
-                            s.msg_id, s.channel
-                        ))
-                    })?
-                    .into(),
+                msg_id: MessageId::from_backend_bytes(decode_hex(&s.msg_id).ok_or_else(|| {
+                    bad(format!(
+                        "msg_id {:?} of {:?} is not hex",
+                        s.msg_id, s.channel
+                    ))
+                })?),
                 channel_name: s.channel.into(),
                 msg_group: s.group.into(),
                 timestamp: s.timestamp,
@@ -119,7 +123,7 @@ mod tests {
         let path = dir.path().join("p.json");
         let positions = vec![MsgPosition {
             channel_name: "a".into(),
-            msg_id: vec![0, 1, 0xab].into(),
+            msg_id: MessageId::from_backend_bytes([0, 1, 0xab]),
             msg_group: "g".into(),
             timestamp: 42,
             ..MsgPosition::default()

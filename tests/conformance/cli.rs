@@ -417,7 +417,7 @@ fn positions_show_does_not_open_the_backend() {
     let file = dir.path().join("p.json");
     let position = msgstream_facade::msgstream::msg::MsgPosition {
         channel_name: "shown-channel".into(),
-        msg_id: 7u64.to_be_bytes().to_vec().into(),
+        msg_id: msgstream::mq::MessageId::from_u64(7),
         timestamp: 42,
         ..Default::default()
     };
@@ -649,7 +649,7 @@ fn signals_stop_consume_cleanly_and_save_positions() {
         let earlier = dir.path().join("earlier.json");
         let position = msgstream_facade::msgstream::msg::MsgPosition {
             channel_name: "k0".into(),
-            msg_id: 1u64.to_be_bytes().to_vec().into(),
+            msg_id: msgstream::mq::MessageId::from_u64(1),
             ..Default::default()
         };
         msgstream_facade::positions::save(&earlier, &[position]).expect("save");

@@ -79,6 +79,22 @@ impl MessageId {
             Repr::Heap(bytes) => bytes,
         }
     }
+
+    /// Whether it has no bytes: the [`Default`] id, which no backend gives a message (a
+    /// position without an id, say).
+    pub fn is_empty(&self) -> bool {
+        self.as_bytes().is_empty()
+    }
+}
+
+impl Default for MessageId {
+    /// The empty id (no bytes).
+    fn default() -> Self {
+        MessageId(Repr::Inline {
+            len: 0,
+            bytes: [0; INLINE],
+        })
+    }
 }
 
 impl PartialEq for MessageId {

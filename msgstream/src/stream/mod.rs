@@ -126,10 +126,12 @@ pub(crate) async fn subscribe_all(
 
 /// The backend id stored in a position; wrong bytes are `Error::Decode` naming the channel.
 pub(crate) fn resolve_position(client: &dyn Client, position: &MsgPosition) -> Result<MessageId> {
-    client.message_id_from_bytes(&position.msg_id).map_err(|e| {
-        Error::Decode(format!(
-            "position of channel {:?}: {e}",
-            position.channel_name
-        ))
-    })
+    client
+        .message_id_from_bytes(position.msg_id.as_bytes())
+        .map_err(|e| {
+            Error::Decode(format!(
+                "position of channel {:?}: {e}",
+                position.channel_name
+            ))
+        })
 }

@@ -18,8 +18,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -419,10 +417,9 @@ impl PumpContext {
     }
 
     /// Decodes a message into an event: the typed message, or `Failed(Decode)` naming the
-    /// channel and id. Either way the message itself travels on as the ack token. `msg_id`
-    /// is the message's id as bytes (a slice of its batch's id buffer), for its position.
+    /// channel and id. Either way the message itself travels on as the ack token.
     #[inline]
-    fn decode(&self, mut msg: Message, msg_id: Bytes) -> Delivered {
+    fn decode(&self, mut msg: Message) -> Delivered {
         let token = Some(AckToken::from(&msg));
         // Built as one value, so that the compiler writes the (large) message where it ends up
         // instead of moving it through temporaries.
@@ -437,11 +434,11 @@ impl PumpContext {
                 Event::Msg(TsMsg {
                     body,
                     hash_keys: Vec::new(),
-                    // No allocation: the names are interned (the consumer's channel and
-                    // subscription), the id is a slice of the batch's buffer.
+                    // No allocation and no shared count: the names are interned (the
+                    // consumer's channel and subscription), the id's bytes are inline.
                     position: Some(MsgPosition {
                         channel_name: self.channel_name.clone(),
-                        msg_id,
+                        msg_id: msg.id.clone(),
                         msg_group: self.group.clone(),
                         timestamp,
                         ..MsgPosition::default()
@@ -490,19 +487,10 @@ impl PumpContext {
                     crate::metrics::get().consumed(&first.topic, batch.len() as u64, bytes);
                 }
                 parked.pending.reserve(batch.len());
-                // The ids of the whole batch in one buffer, each position's `msg_id` a slice
-                // of it: one allocation per batch instead of one per message.
-                let mut ids =
-                    BytesMut::with_capacity(batch.iter().map(|m| m.id.as_bytes().len()).sum());
-                for msg in &batch {
-                    ids.extend_from_slice(msg.id.as_bytes());
-                }
-                let mut ids = ids.freeze();
                 for msg in batch {
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
                     let _entered = span.enter();
-                    let msg_id = ids.split_to(msg.id.as_bytes().len());
-                    let delivered = self.decode(msg, msg_id);
+                    let delivered = self.decode(msg);
                     parked.pending.push_back(delivered);
                 }
                 None

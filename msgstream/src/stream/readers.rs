@@ -65,7 +65,7 @@ impl Readers {
         let mut ts = TsMsg::new(registry.decode(&msg.payload)?);
         ts.position = Some(MsgPosition {
             channel_name: msg.topic.clone().into(),
-            msg_id: msg.id.to_bytes(),
+            msg_id: msg.id.clone(),
             timestamp: ts.begin_ts(),
             ..MsgPosition::default()
         });

@@ -70,7 +70,7 @@ pub async fn plain_stream_two_channels(client: Arc<dyn Client>) {
         per_channel
             .entry(position.channel_name.to_string())
             .or_default()
-            .push((row_id(&msg), position.msg_id.to_vec()));
+            .push((row_id(&msg), position.msg_id.as_bytes().to_vec()));
     }
     for (channel, parity) in [(&a, 0), (&b, 1)] {
         let got = &per_channel[channel];
@@ -198,7 +198,7 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
         .expect("as_consumer");
     let elsewhere = MsgPosition {
         channel_name: unique("other").into(),
-        msg_id: client.earliest_message_id().to_bytes(),
+        msg_id: client.earliest_message_id(),
         ..MsgPosition::default()
     };
     assert!(matches!(
@@ -207,7 +207,7 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
     ));
     let corrupt = MsgPosition {
         channel_name: a.clone().into(),
-        msg_id: vec![0xde, 0xad].into(),
+        msg_id: crate::mq::MessageId::from_backend_bytes([0xde, 0xad]),
         ..MsgPosition::default()
     };
     assert!(matches!(

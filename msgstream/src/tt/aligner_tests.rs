@@ -37,7 +37,7 @@ fn to_log(channel: &str, entries: &[Entry]) -> Vec<TsMsg> {
             };
             msg.position = Some(MsgPosition {
                 channel_name: channel.into(),
-                msg_id: MessageId::from_u64(i as u64).to_bytes(),
+                msg_id: MessageId::from_u64(i as u64),
                 msg_group: "g".into(),
                 timestamp: msg.end_ts(),
                 ..MsgPosition::default()
@@ -76,11 +76,7 @@ fn replay_from(positions: &[MsgPosition], logs: &[Vec<TsMsg>]) -> Vec<MsgPack> {
     let aligner = TimetickAligner::resume(positions, LatePolicy::Error).expect("positions");
     let cursors = positions
         .iter()
-        .map(|p| {
-            MessageId::from_backend_bytes(p.msg_id.clone())
-                .as_u64()
-                .expect("u64 id") as usize
-        })
+        .map(|p| p.msg_id.clone().as_u64().expect("u64 id") as usize)
         .collect();
     drive(aligner, logs, cursors)
 }
@@ -214,7 +210,7 @@ fn split_deletes_keyed_only_by_primary_keys_are_not_duplicates() {
         for (i, msg) in log.iter_mut().enumerate() {
             msg.position = Some(MsgPosition {
                 channel_name: "a".into(),
-                msg_id: MessageId::from_u64(i as u64).to_bytes(),
+                msg_id: MessageId::from_u64(i as u64),
                 ..MsgPosition::default()
             });
         }
@@ -287,7 +283,7 @@ proptest! {
             let keys: Vec<(usize, u64)> = pack.msgs.iter().map(|m| {
                 let p = m.position.as_ref().expect("position");
                 let c = names.iter().position(|n| *n == p.channel_name).expect("known channel");
-                (c, MessageId::from_backend_bytes(p.msg_id.clone()).as_u64().expect("id"))
+                (c, p.msg_id.clone().as_u64().expect("id"))
             }).collect();
             prop_assert!(keys.windows(2).all(|w| w[0] < w[1]));
         }
@@ -395,7 +391,7 @@ proptest! {
         for (i, msg) in msgs.iter_mut().enumerate() {
             msg.position = Some(MsgPosition {
                 channel_name: "a".into(),
-                msg_id: MessageId::from_u64(i as u64).to_bytes(),
+                msg_id: MessageId::from_u64(i as u64),
                 ..MsgPosition::default()
             });
         }
@@ -403,7 +399,7 @@ proptest! {
             let mut t = TsMsg::time_tick(ts);
             t.position = Some(MsgPosition {
                 channel_name: "a".into(),
-                msg_id: MessageId::from_u64(1_000 + id).to_bytes(),
+                msg_id: MessageId::from_u64(1_000 + id),
                 ..MsgPosition::default()
             });
             t

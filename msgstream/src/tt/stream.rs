@@ -85,8 +85,7 @@ impl TtSide {
     /// Commits every channel up to `positions` (end positions, in channel order).
     async fn commit_to(&mut self, positions: &[MsgPosition]) -> Result<()> {
         for (index, position) in positions.iter().enumerate() {
-            let id = MessageId::from_backend_bytes(&position.msg_id);
-            self.commits.commit(index, &id).await?;
+            self.commits.commit(index, &position.msg_id).await?;
         }
         Ok(())
     }

@@ -43,7 +43,7 @@ pub fn show(file: &Path) -> Result<ExitCode> {
         out::line(format_args!(
             "{:<40} {:>20} {:<20} {:>12}",
             p.channel_name,
-            short_id(&p.msg_id),
+            short_id(p.msg_id.as_bytes()),
             p.msg_group,
             p.timestamp
         ))?;
@@ -59,7 +59,7 @@ pub async fn save(factory: &Factory, channels: &[String], file: &Path) -> Result
         match latest_id(client.as_ref(), channel).await? {
             Some(id) => saved.push(MsgPosition {
                 channel_name: channel.clone().into(),
-                msg_id: id.to_bytes(),
+                msg_id: id,
                 ..MsgPosition::default()
             }),
             None => eprintln!("{channel}: empty, no position"),

@@ -57,7 +57,7 @@ fn message_line(msg: &TsMsg) -> String {
     let mut line = format!(
         "{} id={} ts={ts} type={} kind={} keys={} payload={}",
         position.channel_name,
-        short_id(&position.msg_id),
+        short_id(position.msg_id.as_bytes()),
         msg.msg_type(),
         described.kind,
         described.keys.join(","),
@@ -92,7 +92,7 @@ fn message_json(msg: &TsMsg) -> Value {
     let described = kinds::describe(msg);
     let mut value = json!({
         "channel": position.channel_name.as_str(),
-        "id": short_id(&position.msg_id),
+        "id": short_id(position.msg_id.as_bytes()),
         "kind": described.kind,
         "msg_type": msg.msg_type(),
         "msg_id": msg.id(),
@@ -124,7 +124,7 @@ mod tests {
         let mut msg = kinds::build(kind, 1, 5, 2, payload.to_vec()).expect("build");
         msg.position = Some(MsgPosition {
             channel_name: "c0".into(),
-            msg_id: 9u64.to_be_bytes().to_vec().into(),
+            msg_id: msgstream_facade::msgstream::mq::MessageId::from_u64(9),
             ..MsgPosition::default()
         });
         msg
@@ -148,7 +148,7 @@ mod tests {
             msgs: vec![consumed(kinds::Kind::Custom, &[0xff])],
             end_positions: vec![MsgPosition {
                 channel_name: "c0".into(),
-                msg_id: vec![0xab].into(),
+                msg_id: msgstream_facade::msgstream::mq::MessageId::from_backend_bytes([0xab]),
                 msg_group: "g".into(),
                 timestamp: 6,
                 ..MsgPosition::default()
