@@ -7,7 +7,7 @@ use std::sync::Arc;
 use prost::Message as _;
 
 use super::proto::{
-    decode_insert, decode_insert_parts, CreateCollectionRequest, CreatePartitionRequest,
+    decode_insert, decode_insert_into, CreateCollectionRequest, CreatePartitionRequest,
     DataNodeTtMsg, DeleteRequest, DropCollectionRequest, DropPartitionRequest, InsertRequest,
     MsgHeader, MsgType, TimeTickMsg,
 };
@@ -200,25 +200,15 @@ impl DecoderRegistry {
     /// `insert_fast::LastBytes`).
     #[inline]
     pub(crate) fn decode_bytes(&self, payload: bytes::Bytes) -> Result<MsgBody> {
-        // Inserts first, by the look of their first bytes (a header whose first field is
-        // `msg_type` 400), with no kind lookup. `decode_insert` accepts only one header and
-        // only fields of `InsertRequest` with their declared wire types, and returns what
-        // prost does; so when that header says Insert, the paths below would have chosen the
-        // built-in Insert decoder too and returned the same.
-        if self.builtin_insert && looks_like_insert(&payload) {
-            if let Some((mut insert, last)) = decode_insert_parts(&payload) {
-                if insert
-                    .base
-                    .as_ref()
-                    .is_some_and(|base| base.msg_type == MsgType::Insert as i32)
-                {
-                    if let Some(last) = last {
-                        last.fill(&mut insert, payload);
-                    }
-                    return Ok(MsgBody::Insert(insert));
-                }
+        let payload = if self.may_be_insert(&payload) {
+            let mut insert = InsertRequest::default();
+            match self.decode_insert_in_place(payload, &mut insert) {
+                Ok(()) => return Ok(MsgBody::Insert(insert)),
+                Err(payload) => payload,
             }
-        }
+        } else {
+            payload
+        };
         let payload = &payload;
         if let Some((kind, builtin)) = self.builtin_of(payload) {
             if let Ok(body) = builtin.decode_bytes(payload) {
@@ -228,6 +218,48 @@ impl DecoderRegistry {
             }
         }
         self.decode_in_full(payload)
+    }
+
+    /// Whether `payload` may take [`Self::decode_insert_in_place`]: inserts are decoded by the
+    /// built-in decoder, and its first bytes look like an insert's.
+    #[inline]
+    pub(crate) fn may_be_insert(&self, payload: &[u8]) -> bool {
+        self.builtin_insert && looks_like_insert(payload)
+    }
+
+    /// [`Self::decode_bytes`] of an insert, written into `insert` (a default one) where the
+    /// caller wants it instead of returned through each layer. It gives the payload back when
+    /// the payload is not an insert it takes (for the general path of `decode_bytes`); `insert`
+    /// then holds a partial decode the caller discards.
+    ///
+    /// Inserts are recognised by the look of their first bytes (a header whose first field is
+    /// `msg_type` 400), with no kind lookup. The fast decoder accepts only one header and only
+    /// fields of `InsertRequest` with their declared wire types, and returns what prost does;
+    /// so when that header says Insert, the general path would have chosen the built-in Insert
+    /// decoder too and returned the same.
+    #[inline]
+    pub(crate) fn decode_insert_in_place(
+        &self,
+        payload: bytes::Bytes,
+        insert: &mut InsertRequest,
+    ) -> std::result::Result<(), bytes::Bytes> {
+        if !self.may_be_insert(&payload) {
+            return Err(payload);
+        }
+        match decode_insert_into(&payload, insert) {
+            Some(last)
+                if insert
+                    .base
+                    .as_ref()
+                    .is_some_and(|base| base.msg_type == MsgType::Insert as i32) =>
+            {
+                if let Some(last) = last {
+                    last.fill(insert, payload);
+                }
+                Ok(())
+            }
+            _ => Err(payload),
+        }
     }
 
     /// The kind the payload's first header names, and its decoder if that is built in.
