@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 use super::broker::Stored;
 use super::client::{decode_id, MemoryClient};
 use crate::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
+use crate::msg::SharedStr;
 use crate::{Error, Result};
 
 /// Delivers a subscription's messages in id order; acks move the subscription's shared cursor.
@@ -27,7 +28,7 @@ pub(super) struct MemoryConsumer {
 #[derive(Debug)]
 struct MemoryAcker {
     client: MemoryClient,
-    topic: Arc<str>,
+    topic: SharedStr,
     subscription: String,
     epoch: AtomicU64,
     closed: AtomicBool,
@@ -82,7 +83,7 @@ impl MemoryConsumer {
     ) -> Self {
         let acks = Arc::new(MemoryAcker {
             client,
-            topic: Arc::from(options.topic.as_str()),
+            topic: SharedStr::interned(&options.topic),
             subscription: options.subscription.clone(),
             epoch: AtomicU64::new(0),
             closed: AtomicBool::new(false),

@@ -7,12 +7,13 @@ use tokio::sync::Notify;
 
 use super::client::{decode_id, MemoryClient};
 use crate::mq::{Delivery, Message, MessageId, Reader};
+use crate::msg::SharedStr;
 use crate::{Error, Result};
 
 #[derive(Debug)]
 pub(super) struct MemoryReader {
     client: MemoryClient,
-    topic: String,
+    topic: SharedStr,
     cursor: u64,
     closed: bool,
     notify: Arc<Notify>,
@@ -27,7 +28,7 @@ impl MemoryReader {
     ) -> Self {
         MemoryReader {
             client,
-            topic,
+            topic: SharedStr::interned(&topic),
             cursor,
             closed: false,
             notify,
@@ -68,7 +69,7 @@ impl Reader for MemoryReader {
             if let Some(stored) = found {
                 self.cursor += 1;
                 return Ok(Message {
-                    topic: Arc::from(self.topic.as_str()),
+                    topic: self.topic.clone(),
                     id: MessageId::from_u64(cursor),
                     payload: stored.payload,
                     properties: stored.properties,

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::mq::{Acker, Delivery, Message, MessageId, Properties};
+use crate::msg::SharedStr;
 use crate::Result;
 
 /// What acking a received message needs: which message, from which delivery.
@@ -48,7 +49,7 @@ struct Token {
 
 struct ChannelLog {
     acker: Arc<dyn Acker>,
-    topic: Arc<str>,
+    topic: SharedStr,
     tokens: VecDeque<Token>,
 }
 
@@ -84,7 +85,7 @@ impl CommitLog {
     pub(crate) fn add_channel(&mut self, acker: Arc<dyn Acker>, topic: &str) -> usize {
         self.channels.push(ChannelLog {
             acker,
-            topic: Arc::from(topic),
+            topic: SharedStr::interned(topic),
             tokens: VecDeque::new(),
         });
         self.channels.len() - 1

@@ -64,7 +64,7 @@ impl Readers {
         let msg = self.reader(channel)?.next().await?;
         let mut ts = TsMsg::new(registry.decode(&msg.payload)?);
         ts.position = Some(MsgPosition {
-            channel_name: msg.topic.clone().into(),
+            channel_name: msg.topic.clone(),
             msg_id: msg.id.clone(),
             timestamp: ts.begin_ts(),
             ..MsgPosition::default()

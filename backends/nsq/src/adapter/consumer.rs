@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
+use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
@@ -128,7 +129,7 @@ pub(crate) struct NsqConsumer {
     shared: Arc<Shared>,
     topic: String,
     subscription: String,
-    topic_arc: Arc<str>,
+    topic_name: SharedStr,
     inner: Option<Arc<NsqPush>>,
     acks: Arc<Acks>,
     toucher: tokio::task::JoinHandle<()>,
@@ -164,7 +165,7 @@ impl NsqConsumer {
             shared,
             topic: options.topic.clone(),
             subscription: options.subscription.clone(),
-            topic_arc: Arc::from(options.topic.as_str()),
+            topic_name: SharedStr::interned(&options.topic),
             inner: Some(Arc::new(inner)),
             acks,
             toucher,
@@ -190,7 +191,7 @@ impl NsqConsumer {
             (None, _) => MessageId::from_u64(stamped),
         };
         Ok(Message {
-            topic: self.topic_arc.clone(),
+            topic: self.topic_name.clone(),
             id,
             payload,
             properties,

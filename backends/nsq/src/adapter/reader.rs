@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use msgstream::mq::{Delivery, Message, MessageId, Reader};
+use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
@@ -32,7 +33,7 @@ const SETTLE: Duration = Duration::from_secs(5);
 pub(crate) struct NsqReader {
     shared: Arc<Shared>,
     topic: String,
-    topic_arc: Arc<str>,
+    topic_name: SharedStr,
     channel: String,
     partition: u32,
     /// The HTTP addresses `has_next` asks: the nsqd lookupd named, or the configured ones.
@@ -62,7 +63,7 @@ impl NsqReader {
         let mut reader = NsqReader {
             shared,
             topic: topic.to_string(),
-            topic_arc: Arc::from(topic),
+            topic_name: SharedStr::interned(topic),
             channel: String::new(),
             partition,
             http: Vec::new(),
@@ -152,7 +153,7 @@ impl Reader for NsqReader {
             )
         })?;
         Ok(Message {
-            topic: self.topic_arc.clone(),
+            topic: self.topic_name.clone(),
             id: Position {
                 partition: self.partition,
                 offset,

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use msgstream::mq::{
     Acker, Consumer, ConsumerOptions, Delivery, InitialPosition, Message, MessageId,
 };
+use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
@@ -35,7 +36,7 @@ pub struct RocketMqConsumer {
 
 /// What acking needs, shared by a consumer and its [`Acker`] handles.
 struct Acks {
-    channel: Arc<str>,
+    channel: SharedStr,
     queue: MessageQueue,
     lite: LitePullConsumer,
     epoch: AtomicU64,
@@ -129,7 +130,7 @@ impl RocketMqConsumer {
         Ok(RocketMqConsumer {
             subscription: options.subscription.clone(),
             acks: Arc::new(Acks {
-                channel: Arc::from(options.topic.as_str()),
+                channel: SharedStr::interned(&options.topic),
                 queue,
                 lite,
                 epoch: AtomicU64::new(EPOCHS.fetch_add(1, Ordering::Relaxed)),

@@ -12,9 +12,8 @@ pub use consumer::RocketMqConsumer;
 pub use producer::RocketMqProducer;
 pub use reader::RocketMqReader;
 
-use std::sync::Arc;
-
 use msgstream::mq::{validate_channel_name, Delivery, Message, MessageId, Properties};
+use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use crate::protocol::properties::SYSTEM_KEYS;
@@ -92,7 +91,7 @@ pub(crate) fn id_of(offset: i64) -> MessageId {
 }
 
 /// A stored message as delivered: user properties only.
-pub(crate) fn to_message(topic: &Arc<str>, stored: StoredMessage, delivery: Delivery) -> Message {
+pub(crate) fn to_message(topic: &SharedStr, stored: StoredMessage, delivery: Delivery) -> Message {
     let properties: Properties = stored
         .properties
         .into_iter()

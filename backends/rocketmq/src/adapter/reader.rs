@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use msgstream::mq::{Delivery, Message, MessageId, Reader, ReaderOptions};
+use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
@@ -20,7 +21,7 @@ const LONG_POLL: Duration = Duration::from_secs(15);
 pub struct RocketMqReader {
     shared: Arc<Shared>,
     channel: String,
-    topic: Arc<str>,
+    topic: SharedStr,
     queue: MessageQueue,
     group: String,
     offset: i64,
@@ -45,7 +46,7 @@ impl RocketMqReader {
             .wrap(&format!("{}msgstream-reader", shared.config.group_prefix));
         Ok(RocketMqReader {
             channel: options.topic.clone(),
-            topic: Arc::from(options.topic.as_str()),
+            topic: SharedStr::interned(&options.topic),
             shared,
             queue,
             group,

@@ -105,7 +105,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 fn queue_options(dir: &tempfile::TempDir) -> RocksmqOptions {
-    let mut options = RocksmqOptions::new(dir.path());
+    queue_options_at(dir.path())
+}
+
+/// [`queue_options`] of a queue at `path`.
+fn queue_options_at(path: &std::path::Path) -> RocksmqOptions {
+    let mut options = RocksmqOptions::new(path);
     options.retention_interval = None;
     options.sync = Durability::Buffered;
     options

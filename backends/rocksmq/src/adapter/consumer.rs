@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use msgstream::mq::{Acker, Consumer, Delivery, Message, MessageId};
+use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::lease::Lease;
@@ -36,7 +37,7 @@ pub struct RocksmqConsumer {
 #[derive(Debug)]
 struct RocksmqAcker {
     engine: Rocksmq,
-    topic: Arc<str>,
+    topic: SharedStr,
     group: String,
     epoch: AtomicU64,
     closed: AtomicBool,
@@ -76,7 +77,7 @@ impl RocksmqConsumer {
         let acks = Arc::new(RocksmqAcker {
             epoch: AtomicU64::new(engine.next_epoch()),
             engine,
-            topic: Arc::from(subscription.topic()),
+            topic: SharedStr::interned(subscription.topic()),
             group: subscription.group().to_string(),
             closed: AtomicBool::new(false),
         });

@@ -15,9 +15,8 @@ pub use consumer::RocksmqConsumer;
 pub use producer::RocksmqProducer;
 pub use reader::RocksmqReader;
 
-use std::sync::Arc;
-
 use msgstream::mq::{Delivery, Message, MessageId};
+use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use crate::{Rocksmq, StoredMessage};
@@ -74,7 +73,7 @@ pub(crate) fn checked_position(
 }
 
 /// A stored message as delivered (ids are inline: no allocation per message).
-pub(crate) fn to_message(topic: &Arc<str>, stored: StoredMessage, delivery: Delivery) -> Message {
+pub(crate) fn to_message(topic: &SharedStr, stored: StoredMessage, delivery: Delivery) -> Message {
     Message {
         topic: topic.clone(),
         id: MessageId::from_u64(stored.id),

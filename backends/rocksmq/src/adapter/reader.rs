@@ -1,10 +1,10 @@
 //! [`RocksmqReader`]: a non-durable cursor over one topic.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use msgstream::mq::{Delivery, Message, MessageId, Reader};
+use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::{checked_position, to_message};
@@ -17,7 +17,7 @@ const PREFETCH: usize = 256;
 pub struct RocksmqReader {
     engine: Rocksmq,
     reader: TopicReader,
-    topic: Arc<str>,
+    topic: SharedStr,
     buffer: VecDeque<Message>,
     closed: bool,
 }
@@ -26,7 +26,7 @@ impl RocksmqReader {
     pub(crate) fn new(engine: Rocksmq, reader: TopicReader) -> Self {
         RocksmqReader {
             engine,
-            topic: Arc::from(reader.topic()),
+            topic: SharedStr::interned(reader.topic()),
             reader,
             buffer: VecDeque::new(),
             closed: false,
