@@ -432,27 +432,7 @@ impl PumpContext {
                 .decode_insert_in_place(std::mem::take(&mut msg.payload), &mut insert)
             {
                 Ok(()) => {
-                    trace::record_consume(&msg.properties, &msg.topic);
-                    let body = MsgBody::Insert(insert);
-                    let (timestamp, end_ts) = (body.begin_ts(), body.end_ts());
-                    pending.push_back(Delivered {
-                        channel: self.channel,
-                        generation: self.generation,
-                        token: Some(AckToken::from(&*msg)),
-                        end_ts,
-                        event: Event::Msg(TsMsg {
-                            body,
-                            hash_keys: Vec::new(),
-                            position: Some(MsgPosition {
-                                channel_name: self.channel_name.clone(),
-                                msg_id: msg.id.clone(),
-                                msg_group: self.group.clone(),
-                                timestamp,
-                                ..MsgPosition::default()
-                            }),
-                            properties: std::mem::take(&mut msg.properties),
-                        }),
-                    });
+                    pending.push_back(self.decoded(msg, MsgBody::Insert(insert)));
                     return;
                 }
                 Err(payload) => msg.payload = payload,
@@ -465,49 +445,49 @@ impl PumpContext {
     /// channel and id. Either way the message itself travels on as the ack token.
     #[inline]
     fn decode(&self, msg: &mut Message) -> Delivered {
-        let token = Some(AckToken::from(&*msg));
-        // Built as one value, so that the compiler writes the (large) message where it ends up
-        // instead of moving it through temporaries.
-        let mut end_ts = 0;
-        let event = match self.registry.decode_bytes(std::mem::take(&mut msg.payload)) {
-            Ok(body) => {
-                trace::record_consume(&msg.properties, &msg.topic);
-                // Milvus stamps a consumed message's position with its BeginTs; the tt stream
-                // restamps the positions of its packs with their end_ts.
-                let timestamp = body.begin_ts();
-                end_ts = body.end_ts();
-                Event::Msg(TsMsg {
-                    body,
-                    hash_keys: Vec::new(),
-                    // No allocation and no shared count: the names are interned (the
-                    // consumer's channel and subscription), the id's bytes are inline.
-                    position: Some(MsgPosition {
-                        channel_name: self.channel_name.clone(),
-                        msg_id: msg.id.clone(),
-                        msg_group: self.group.clone(),
-                        timestamp,
-                        ..MsgPosition::default()
-                    }),
-                    properties: std::mem::take(&mut msg.properties),
-                })
-            }
+        match self.registry.decode_bytes(std::mem::take(&mut msg.payload)) {
+            Ok(body) => self.decoded(msg, body),
             Err(error) => {
                 tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "undecodable message");
-                Event::Failed(match error {
+                let error = match error {
                     Error::Decode(reason) => Error::Decode(format!(
                         "message {:?} on channel {:?}: {reason}",
                         msg.id, msg.topic
                     )),
                     other => other,
-                })
+                };
+                self.delivered(Event::Failed(error), Some(AckToken::from(&*msg)))
             }
-        };
+        }
+    }
+
+    /// The delivery of `msg`, decoded into `body`, built as one value, so that the compiler
+    /// writes the (large) message where it ends up instead of moving it through temporaries.
+    #[inline(always)]
+    fn decoded(&self, msg: &mut Message, body: MsgBody) -> Delivered {
+        trace::record_consume(&msg.properties, &msg.topic);
+        // Milvus stamps a consumed message's position with its BeginTs; the tt stream restamps
+        // the positions of its packs with their end_ts.
+        let (timestamp, end_ts) = (body.begin_ts(), body.end_ts());
         Delivered {
             channel: self.channel,
             generation: self.generation,
-            event,
-            token,
+            token: Some(AckToken::from(&*msg)),
             end_ts,
+            event: Event::Msg(TsMsg {
+                body,
+                hash_keys: Vec::new(),
+                // No allocation and no shared count: the names are interned (the consumer's
+                // channel and subscription), the id's bytes are inline.
+                position: Some(MsgPosition {
+                    channel_name: self.channel_name.clone(),
+                    msg_id: msg.id.clone(),
+                    msg_group: self.group.clone(),
+                    timestamp,
+                    ..MsgPosition::default()
+                }),
+                properties: std::mem::take(&mut msg.properties),
+            }),
         }
     }
 
