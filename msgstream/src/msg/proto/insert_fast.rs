@@ -5,8 +5,10 @@
 //! over `Bytes`, and repeated fields grown one element at a time (a 4-element first allocation,
 //! 128 bytes for the row blobs, a size glibc does not keep in its fast bins, so that freeing it
 //! on the application's thread and allocating the next on a consumer task both take the slow
-//! path). This one reads varints from a slice, sizes every vector exactly, and slices bytes
-//! fields out of the payload as prost does.
+//! path). This one reads varints from a slice, sizes every vector exactly (a single row stays
+//! inline in its [`RowVec`], so a one-row insert allocates nothing), decodes into a request
+//! the caller holds ([`decode_insert_into`]), and slices bytes fields out of the payload as
+//! prost does.
 //!
 //! It handles only a shape it is sure of, and says `None` for anything else, which prost then
 //! decodes (or rejects) as always: each field at most once (repeated fields packed, once;
