@@ -7,7 +7,7 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// An immutable string that clones without allocating, used for the channel and group names
-/// of [`crate::msg::MsgPosition`].
+/// of [`crate::msg::MsgPosition`] and the channel of a received [`crate::mq::Message`].
 ///
 /// Every message a stream delivers carries a position naming its channel and subscription; as
 /// `String`s that was two allocations per message on the consumer task and two frees wherever
@@ -17,9 +17,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// Two kinds of sharing:
 /// - [`SharedStr::interned`] keeps one copy of each distinct string for the rest of the process
 ///   and clones copy a pointer. Streams intern the names of the channels and subscriptions
-///   they consume (a few dozen bytes per distinct name, never freed), so a delivered message's
-///   position costs no shared reference count: two atomic operations per name and message,
-///   one where it is made and one where the application drops it, often on another core.
+///   they consume, and backends the channel names of their consumers and readers (a few dozen
+///   bytes per distinct name, never freed), so a delivered message and its position cost no
+///   shared reference count: two atomic operations per name and message, one where it is made
+///   and one where it is dropped, often on another core.
 /// - `into()` from `&str`, `String` or `Arc<str>` shares one allocation by a reference count
 ///   and frees it with the last clone: for names from anywhere else (decoded positions).
 ///
