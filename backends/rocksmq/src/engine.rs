@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use msgstream::mq::ProducerMessage;
 use msgstream::{Error, Result};
 
+use crate::acks::StagedAcks;
 use crate::keys::{
     topic_floor_key, topic_name_key, topic_prefix, topic_upper_bound, CF_GROUPS, CF_MESSAGES,
     CF_META, CF_PAGES, CF_PROPERTIES,
@@ -25,8 +26,9 @@ pub(crate) struct Inner {
     pub store: Store,
     pub topics: Topics,
     pub writer: Writer,
-    /// Serialises read-modify-write of group records (create, ack, seek, destroy).
-    pub groups: Mutex<()>,
+    /// Serialises read-modify-write of group records (create, ack, seek, destroy), and holds
+    /// the acks staged for them (see `acks`).
+    pub groups: Mutex<StagedAcks>,
     pub policy: Policy,
     epochs: AtomicU64,
     retention_stop: Mutex<Option<mpsc::Sender<()>>>,
@@ -73,7 +75,7 @@ impl Rocksmq {
             store,
             topics,
             writer: Writer::new(options.page_size_bytes, options.sync.syncs()),
-            groups: Mutex::new(()),
+            groups: Mutex::default(),
             policy: Policy {
                 retention: options.retention,
                 size_budget: options.retention_size_bytes,
@@ -160,7 +162,7 @@ impl Rocksmq {
     pub fn destroy_topic(&self, topic: &str) -> Result<()> {
         let state = self.topic(topic)?;
         let _writes = self.inner.writer.exclusive();
-        let _groups = lock(&self.inner.groups);
+        let mut groups = lock(&self.inner.groups);
         let id = state.id;
         let (from, to) = (topic_prefix(id), topic_upper_bound(id));
         self.inner.store.with(|db| {
@@ -177,6 +179,7 @@ impl Rocksmq {
             }
             Ok(())
         })?;
+        groups.remove_topic(id);
         self.inner.topics.remove(topic);
         state.destroyed.store(true, Ordering::Release);
         state.wake();
@@ -285,6 +288,9 @@ impl Rocksmq {
             if thread.join().is_err() {
                 tracing::warn!("rocksmq: the retention thread panicked");
             }
+        }
+        if let Err(error) = self.flush_acks() {
+            tracing::warn!(%error, "rocksmq: writing the staged acks at close failed");
         }
         {
             let _writes = self.inner.writer.exclusive();

@@ -126,11 +126,12 @@ impl Rocksmq {
     ) -> Result<bool> {
         let state = self.topic(topic)?;
         validate_group(group)?;
-        let _groups = lock(&self.inner.groups);
+        let mut groups = lock(&self.inner.groups);
         self.inner.store.with(|db| {
             if get(db, state.id, group)?.is_some() {
                 return Ok(false);
             }
+            groups.record_written(state.id, group);
             let committed = match start {
                 InitialPosition::Earliest => 0,
                 InitialPosition::Latest => state.tail().next_id,
@@ -157,11 +158,13 @@ impl Rocksmq {
     pub fn destroy_consumer_group(&self, topic: &str, group: &str) -> Result<()> {
         let state = self.topic(topic)?;
         validate_group(group)?;
-        let _groups = lock(&self.inner.groups);
+        let mut groups = lock(&self.inner.groups);
         self.inner.store.with(|db| {
             require(db, state.id, topic, group)?;
             delete(db, state.id, group)
-        })
+        })?;
+        groups.remove_group(state.id, group);
+        Ok(())
     }
 
     /// The consumer groups of `topic` with their positions and lag, sorted by name.
@@ -199,7 +202,8 @@ impl Rocksmq {
                 "cannot ack message {id} of topic {topic:?}: ids so far are {FIRST_MESSAGE_ID}..{next}"
             )));
         }
-        let _groups = lock(&self.inner.groups);
+        let mut groups = lock(&self.inner.groups);
+        groups.record_written(state.id, group);
         self.inner.store.with(|db| {
             let record = require(db, state.id, topic, group)?;
             let committed = record.committed.max(id + 1);
@@ -226,7 +230,7 @@ impl Rocksmq {
                 "cannot seek topic {topic:?} to {id}: the next id is {next}"
             )));
         }
-        let _groups = lock(&self.inner.groups);
+        let mut groups = lock(&self.inner.groups);
         self.inner.store.with(|db| {
             require(db, state.id, topic, group)?;
             put(
@@ -238,7 +242,9 @@ impl Rocksmq {
                     active_ms: now_ms(),
                 },
             )
-        })
+        })?;
+        groups.discard(state.id, group);
+        Ok(())
     }
 
     /// Moves `group` past every message produced so far; returns its new position.

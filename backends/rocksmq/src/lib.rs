@@ -20,6 +20,7 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod acks;
 mod adapter;
 mod codec;
 mod durability;

@@ -102,6 +102,23 @@ pub trait Client: Send + Sync {
 pub trait Acker: Send + Sync {
     /// Same as [`Consumer::ack`] on the consumer this acker belongs to.
     async fn ack(&self, message: &Message) -> Result<()>;
+
+    /// Checks the ack of `message` as [`Acker::ack`] does, but may leave it to be made durable
+    /// by a later [`Acker::flush`]: a commit over many channels of one client then costs the
+    /// backend one write instead of one per channel. Until that flush returns, the ack may be
+    /// lost with the process (the message is delivered again: at least once, never a skip).
+    /// The default acks at once, leaving `flush` nothing to do.
+    async fn stage(&self, message: &Message) -> Result<()> {
+        self.ack(message).await
+    }
+
+    /// Makes every ack staged through this acker durable, in one write with those staged
+    /// through other ackers of the same client where the backend can. Returns once they would
+    /// survive this process dying, or the error that kept them from it (they stay staged, and
+    /// the next flush tries again).
+    async fn flush(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Appends messages to one channel.

@@ -10,7 +10,10 @@
 //! or a message already handed over. On strictly ordered backends, whose acks are cumulative,
 //! that is one ack per channel per commit (the last token); elsewhere each token is acked.
 //! A restart from the subscription therefore resumes exactly at the first message the
-//! application had not finished (at-least-once, never a skip).
+//! application had not finished (at-least-once, never a skip). The acks of one commit are
+//! staged channel by channel and flushed together ([`Acker::stage`], [`Acker::flush`]), so
+//! the commit of a pack over many channels costs an embedded store one write, not one per
+//! channel.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -54,7 +57,7 @@ struct ChannelLog {
 }
 
 impl ChannelLog {
-    async fn ack(&self, token: AckToken) -> Result<()> {
+    async fn stage(&self, token: AckToken) -> Result<()> {
         let message = Message {
             topic: self.topic.clone(),
             id: token.id,
@@ -62,7 +65,7 @@ impl ChannelLog {
             properties: Properties::new(),
             delivery: token.delivery,
         };
-        self.acker.ack(&message).await
+        self.acker.stage(&message).await
     }
 }
 
@@ -110,35 +113,66 @@ impl CommitLog {
         self.channels.iter().map(|c| c.tokens.len()).sum()
     }
 
-    /// Commits `channel` up to the resume point `id`: every token received before the one with
-    /// that id, and that one too if it is passed. An id not in the log (already committed, or a
-    /// point before anything received) commits nothing.
-    pub(crate) async fn commit(&mut self, channel: usize, id: &MessageId) -> Result<()> {
+    /// Commits each `(channel, id)` of `points` up to its resume point `id`: every token
+    /// received before the one with that id, and that one too if it is passed. An id not in the
+    /// log (already committed, or a point before anything received) commits nothing.
+    ///
+    /// The acks are staged channel by channel, then flushed once per acker that staged any, so
+    /// a backend that can write them together does (one write for a pack of sixteen channels).
+    /// A channel whose ack fails does not keep the others from being flushed; the first error
+    /// is returned.
+    pub(crate) async fn commit(&mut self, points: &[(usize, &MessageId)]) -> Result<()> {
+        let mut outcome = Ok(());
+        let mut staged = Vec::new();
+        for &(channel, id) in points {
+            match self.stage(channel, id).await {
+                Ok(true) => staged.push(channel),
+                Ok(false) => {}
+                Err(error) => {
+                    outcome = Err(error);
+                    break;
+                }
+            }
+        }
+        for channel in staged {
+            if let Some(log) = self.channels.get(channel) {
+                let flushed = log.acker.flush().await;
+                if outcome.is_ok() {
+                    outcome = flushed;
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Stages the acks that commit `channel` up to `id`; returns whether it staged any.
+    async fn stage(&mut self, channel: usize, id: &MessageId) -> Result<bool> {
         let cumulative = self.cumulative;
         let Some(log) = self.channels.get_mut(channel) else {
-            return Ok(());
+            return Ok(false);
         };
-        let Some(index) = log.tokens.iter().position(|t| t.token.id == *id) else {
-            return Ok(());
+        // From the back: the point is usually the last token received (a pack's closing tick).
+        let Some(index) = log.tokens.iter().rposition(|t| t.token.id == *id) else {
+            return Ok(false);
         };
         let through = match log.tokens.get(index) {
             Some(token) if token.passed => index + 1,
             _ => index,
         };
         if through == 0 {
-            return Ok(());
+            return Ok(false);
         }
         if cumulative {
             let last = log.tokens.drain(..through).last();
             if let Some(last) = last {
-                log.ack(last.token).await?;
+                log.stage(last.token).await?;
             }
         } else {
             let tokens: Vec<Token> = log.tokens.drain(..through).collect();
             for token in tokens {
-                log.ack(token.token).await?;
+                log.stage(token.token).await?;
             }
         }
-        Ok(())
+        Ok(true)
     }
 }

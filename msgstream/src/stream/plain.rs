@@ -34,7 +34,7 @@ impl ConsumerSide {
     /// Commits everything handed to the application so far.
     async fn commit_delivered(&mut self) -> Result<()> {
         match self.delivered.take() {
-            Some((channel, id)) => self.commits.commit(channel, &id).await,
+            Some((channel, id)) => self.commits.commit(&[(channel, &id)]).await,
             None => Ok(()),
         }
     }
@@ -186,11 +186,14 @@ impl MsgStream {
             let index = side.pumps.index_of(&position.channel_name)?;
             targets.push((index, resolve_position(client.as_ref(), position)?));
         }
-        for (index, id) in targets {
-            side.commits.commit(index, &id).await?;
-            if side.delivered.as_ref() == Some(&(index, id)) {
-                side.delivered = None;
-            }
+        let points: Vec<(usize, &MessageId)> = targets.iter().map(|(i, id)| (*i, id)).collect();
+        side.commits.commit(&points).await?;
+        if side
+            .delivered
+            .as_ref()
+            .is_some_and(|delivered| targets.contains(delivered))
+        {
+            side.delivered = None;
         }
         Ok(())
     }

@@ -84,10 +84,9 @@ impl TtSide {
 
     /// Commits every channel up to `positions` (end positions, in channel order).
     async fn commit_to(&mut self, positions: &[MsgPosition]) -> Result<()> {
-        for (index, position) in positions.iter().enumerate() {
-            self.commits.commit(index, &position.msg_id).await?;
-        }
-        Ok(())
+        let points: Vec<(usize, &MessageId)> =
+            positions.iter().map(|p| &p.msg_id).enumerate().collect();
+        self.commits.commit(&points).await
     }
 
     /// Commits the last pack handed over, if any.

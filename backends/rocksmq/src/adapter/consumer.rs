@@ -46,6 +46,26 @@ struct RocksmqAcker {
 #[async_trait]
 impl Acker for RocksmqAcker {
     async fn ack(&self, message: &Message) -> Result<()> {
+        let id = self.checked_id(message)?;
+        self.engine.ack(&self.topic, &self.group, id)
+    }
+
+    /// Staged in the engine, written with every other staged ack of the queue by the next
+    /// flush (one `WriteBatch` for a whole pack's channels).
+    async fn stage(&self, message: &Message) -> Result<()> {
+        let id = self.checked_id(message)?;
+        self.engine.stage_ack(&self.topic, &self.group, id)
+    }
+
+    async fn flush(&self) -> Result<()> {
+        self.engine.flush_acks()
+    }
+}
+
+impl RocksmqAcker {
+    /// The engine id of `message`, if this acker may ack it: the consumer is open, the message
+    /// is of its topic and of its current delivery epoch.
+    fn checked_id(&self, message: &Message) -> Result<u64> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("rocksmq consumer"));
         }
@@ -62,8 +82,7 @@ impl Acker for RocksmqAcker {
                 message.id, message.delivery.epoch
             )));
         }
-        self.engine
-            .ack(&self.topic, &self.group, engine_id(&message.id)?)
+        engine_id(&message.id)
     }
 }
 
