@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use msgstream::mq::{Acker, Client, ConsumerOptions, InitialPosition, ProducerMessage};
+use msgstream::mq::{Client, ConsumerOptions, InitialPosition, ProducerMessage};
 use msgstream::Error;
 use msgstream_rocksmq::{Rocksmq, RocksmqClient, RocksmqOptions};
 
