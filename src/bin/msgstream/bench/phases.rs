@@ -118,23 +118,38 @@ pub async fn consume(
     tt: bool,
     stop: &Stop,
 ) -> Result<Option<f64>> {
-    if tt {
+    // The consuming loop runs as a task on the runtime, beside the stream's pumps, as the
+    // README advises applications: from `block_on` it would be one more thread on the cores,
+    // woken across threads on every hand-off.
+    let stop = stop.clone();
+    let task = if tt {
         let mut consumer = factory.tt_msg_stream();
         consumer
             .as_consumer(channels, "bench", InitialPosition::Earliest)
             .await?;
-        let outcome = read_all(consumer.packs(), messages, stop).await;
-        consumer.close().await;
-        outcome
+        tokio::spawn(async move {
+            let outcome = read_all(consumer.packs(), messages, &stop).await;
+            consumer.close().await;
+            outcome
+        })
     } else {
         let mut consumer = factory.msg_stream();
         consumer
             .as_consumer(channels, "bench", InitialPosition::Earliest)
             .await?;
-        let outcome = read_all(consumer.packs(), messages, stop).await;
-        consumer.close().await;
-        outcome
-    }
+        tokio::spawn(async move {
+            let outcome = read_all(consumer.packs(), messages, &stop).await;
+            consumer.close().await;
+            outcome
+        })
+    };
+    task.await.unwrap_or_else(|panic| {
+        Err(StreamError::backend(
+            "msgstream bench",
+            format!("the consuming task failed: {panic}"),
+        )
+        .into())
+    })
 }
 
 /// Counts the rows of `packs` until `messages` came (the seconds that took) or a stop request
