@@ -118,9 +118,36 @@ impl StagedAcks {
 
 /// Staged acknowledgements (see the module docs).
 impl Rocksmq {
+    /// Acknowledges `id` and everything before it for `group`: its committed position moves to
+    /// `id + 1` unless it is already further. Written at once (unsynced, see
+    /// [`Rocksmq::flush_acks`]), with whatever the group had staged; other groups' staged acks
+    /// stay staged.
+    pub fn ack(&self, topic: &str, group: &str, id: u64) -> Result<()> {
+        let topic_id = self.checked_ack(topic, group, id)?;
+        let mut staged = lock(&self.inner.groups);
+        staged.stage(topic_id, topic, group, id);
+        self.write_staged(&mut staged, Some((topic_id, group)))
+    }
+
     /// Checks an acknowledgement of `id` (and everything before it) for `group` as
     /// [`Rocksmq::ack`] does, and stages it: the next [`Rocksmq::flush_acks`] writes it.
     pub fn stage_ack(&self, topic: &str, group: &str, id: u64) -> Result<()> {
+        let topic_id = self.checked_ack(topic, group, id)?;
+        lock(&self.inner.groups).stage(topic_id, topic, group, id);
+        Ok(())
+    }
+
+    /// Writes every staged acknowledgement of the queue in one unsynced write: a power cut can
+    /// only move a group back (redelivery), never forward. The acks of a group deleted since
+    /// they were staged are dropped, and that is the error returned once the others are
+    /// written; if the write fails, everything stays staged.
+    pub fn flush_acks(&self) -> Result<()> {
+        let mut staged = lock(&self.inner.groups);
+        self.write_staged(&mut staged, None)
+    }
+
+    /// The topic's id, if `id` may be acknowledged for `group` of `topic`.
+    fn checked_ack(&self, topic: &str, group: &str, id: u64) -> Result<u64> {
         let state = self.topic(topic)?;
         validate_group(group)?;
         let next = state.tail().next_id;
@@ -129,17 +156,18 @@ impl Rocksmq {
                 "cannot ack message {id} of topic {topic:?}: ids so far are {FIRST_MESSAGE_ID}..{next}"
             )));
         }
-        lock(&self.inner.groups).stage(state.id, topic, group, id);
-        Ok(())
+        Ok(state.id)
     }
 
-    /// Writes every staged acknowledgement of the queue in one unsynced write (as
-    /// [`Rocksmq::ack`] writes one: a power cut can only move a group back). The acks of a
-    /// group deleted since they were staged are dropped, and that is the error returned once
-    /// the others are written; if the write fails, everything stays staged.
-    pub fn flush_acks(&self) -> Result<()> {
-        let mut staged = lock(&self.inner.groups);
-        if staged.pending().next().is_none() {
+    /// Writes the staged acks of every group, or of `only` that one, in one write (see
+    /// [`Rocksmq::flush_acks`] for what happens to a missing group and on failure).
+    fn write_staged(&self, staged: &mut StagedAcks, only: Option<(u64, &str)>) -> Result<()> {
+        let wanted =
+            |topic_id: u64, group: &str| only.is_none_or(|(t, g)| t == topic_id && g == group);
+        if !staged
+            .pending()
+            .any(|(topic_id, group, _, _)| wanted(topic_id, group))
+        {
             return Ok(());
         }
         let mut missing: Vec<(u64, String)> = Vec::new();
@@ -150,7 +178,9 @@ impl Rocksmq {
             let now = now_ms();
             for (&topic_id, groups) in staged.by_topic.iter_mut() {
                 for (group, entry) in groups.iter_mut() {
-                    let Some(acked) = entry.acked else { continue };
+                    let Some(acked) = entry.acked.filter(|_| wanted(topic_id, group)) else {
+                        continue;
+                    };
                     let committed = match entry.committed {
                         Some(committed) => committed,
                         None => match get(db, topic_id, group)? {

@@ -1,9 +1,11 @@
 //! Consumer-group records: durable positions in the `groups` column family.
 //!
 //! A group's record holds its *committed* position, the first id it has not acknowledged. It is
-//! written with the queue's durability on every ack and seek, so a group resumes where it left
-//! off after a restart (Milvus keeps these in memory only). The record functions are single reads
-//! and writes; the [`Rocksmq`] methods below serialise read-modify-write sequences under one lock.
+//! written on every seek (with the queue's durability) and every ack (unsynced; acks can also be
+//! staged and written together, see `acks`), so a group resumes where it left off after a
+//! restart (Milvus keeps these in memory only). The record functions are single reads and
+//! writes; the [`Rocksmq`] methods below and in `acks` serialise read-modify-write sequences
+//! under one lock.
 
 use msgstream::mq::{validate_channel_name, InitialPosition};
 use msgstream::{Error, Result};
@@ -61,15 +63,6 @@ pub(crate) fn put(db: &Db<'_>, topic: u64, group: &str, record: GroupRecord) -> 
     let mut batch = rocksdb::WriteBatch::default();
     batch.put_cf(db.cf(CF_GROUPS)?, group_key(topic, group), record.encode());
     db.write(batch)
-}
-
-/// Writes the record of `group` after an acknowledgement, unsynced: under the syncing
-/// durabilities an ack then costs no fsync of its own, and a power cut can only move the group
-/// back (redelivery), never forward.
-pub(crate) fn put_ack(db: &Db<'_>, topic: u64, group: &str, record: GroupRecord) -> Result<()> {
-    let mut batch = rocksdb::WriteBatch::default();
-    batch.put_cf(db.cf(CF_GROUPS)?, group_key(topic, group), record.encode());
-    db.write_unsynced(batch)
 }
 
 /// Deletes the record of `group`.
@@ -189,34 +182,6 @@ impl Rocksmq {
         self.inner
             .store
             .with(|db| Ok(require(db, state.id, topic, group)?.committed))
-    }
-
-    /// Acknowledges `id` and everything before it for `group`: its committed position moves to
-    /// `id + 1` unless it is already further.
-    pub fn ack(&self, topic: &str, group: &str, id: u64) -> Result<()> {
-        let state = self.topic(topic)?;
-        validate_group(group)?;
-        let next = state.tail().next_id;
-        if id < FIRST_MESSAGE_ID || id >= next {
-            return Err(Error::InvalidArgument(format!(
-                "cannot ack message {id} of topic {topic:?}: ids so far are {FIRST_MESSAGE_ID}..{next}"
-            )));
-        }
-        let mut groups = lock(&self.inner.groups);
-        groups.record_written(state.id, group);
-        self.inner.store.with(|db| {
-            let record = require(db, state.id, topic, group)?;
-            let committed = record.committed.max(id + 1);
-            put_ack(
-                db,
-                state.id,
-                group,
-                GroupRecord {
-                    committed,
-                    active_ms: now_ms(),
-                },
-            )
-        })
     }
 
     /// Moves `group` so that the next message delivered is `id` (inclusive); backwards is allowed.

@@ -199,3 +199,34 @@ async fn an_acker_stages_under_the_consumers_rules_and_flushes_for_the_whole_que
         Err(Error::Closed(_))
     ));
 }
+
+#[tokio::test]
+async fn a_direct_ack_writes_its_own_group_and_leaves_the_others_staged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = queue_with(&dir, &["a", "b"]).await;
+    mq.stage_ack("a", "g", 3).expect("stage");
+    mq.stage_ack("b", "g", 4).expect("stage");
+    mq.stage_ack("a", "ghost", 2).expect("stage");
+    mq.ack("a", "g", 2).expect("direct ack");
+    assert_eq!(
+        mq.committed_position("a", "g").expect("a"),
+        4,
+        "the group's staged ack went with it"
+    );
+    assert_eq!(
+        mq.committed_position("b", "g").expect("b"),
+        0,
+        "still staged"
+    );
+    let unknown = mq.ack("a", "nope", 1);
+    assert!(
+        matches!(&unknown, Err(Error::InvalidArgument(m)) if m.contains("nope")),
+        "{unknown:?}"
+    );
+    let flushed = mq.flush_acks();
+    assert!(
+        matches!(&flushed, Err(Error::InvalidArgument(m)) if m.contains("ghost")),
+        "{flushed:?}"
+    );
+    assert_eq!(mq.committed_position("b", "g").expect("b"), 5);
+}
