@@ -30,7 +30,8 @@ mod nsq_partitions {
 #[cfg(feature = "nsq")]
 mod nsq_upstream {
     msgstream::contract_tests!(@each crate::harness::nsq_upstream;
-        produce_consume_in_order, ack_and_redelivery, seek_inclusive_and_exclusive, readers,
+        produce_consume_in_order, ack_and_redelivery, staged_acks, seek_inclusive_and_exclusive,
+        readers,
         latest_message_id, bad_inputs, plain_stream_two_channels, marks_and_broadcast,
         plain_seek_to_stored_position, plain_latest_subscription, stream_bad_inputs,
         trace_context_round_trip, tt_issue_sequence_and_replays, tt_different_tick_timestamps,

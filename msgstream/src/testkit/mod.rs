@@ -108,6 +108,7 @@ macro_rules! contract_tests {
         $crate::contract_tests!(@each $harness;
             produce_consume_in_order,
             ack_and_redelivery,
+            staged_acks,
             earliest_and_latest,
             seek_inclusive_and_exclusive,
             readers,
