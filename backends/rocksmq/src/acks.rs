@@ -9,9 +9,10 @@
 //! Guarantees:
 //! - An ack is checked (topic, group name, id range) when it is staged; the group record is
 //!   moved forward (never back) when it is flushed, exactly as [`Rocksmq::ack`] does. The
-//!   position a flush starts from is the one it last wrote for the group, kept here; every
-//!   other write of a group record happens under the same lock and forgets it, so the record
-//!   is read again after a seek, a direct ack or a re-creation.
+//!   position a flush (or a direct ack, which writes its own group's entry the same way)
+//!   starts from is the one it last wrote for the group, kept here; every other write of a
+//!   group record happens under the same lock and forgets it, so the record is read again
+//!   after a seek or a re-creation.
 //! - Until a flush returns `Ok`, a staged ack may be lost with the process: its messages are
 //!   delivered again (at least once, never a skip). A failed write leaves the acks staged, and
 //!   the next flush tries again; [`Rocksmq::close`] flushes what is left.
