@@ -101,6 +101,20 @@ impl CommitLog {
         }
     }
 
+    /// Records received messages of `channel`, in order, each `passed` as explained on
+    /// [`Token`].
+    pub(crate) fn received_all(
+        &mut self,
+        channel: usize,
+        tokens: impl IntoIterator<Item = AckToken>,
+        passed: bool,
+    ) {
+        if let Some(log) = self.channels.get_mut(channel) {
+            log.tokens
+                .extend(tokens.into_iter().map(|token| Token { token, passed }));
+        }
+    }
+
     /// Forgets every token of `channel` (after a seek: those deliveries are stale).
     pub(crate) fn reset(&mut self, channel: usize) {
         if let Some(log) = self.channels.get_mut(channel) {

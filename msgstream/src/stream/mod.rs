@@ -1,5 +1,6 @@
 //! The plain message stream and the parts both streams share.
 
+pub(crate) mod batch;
 mod commit;
 mod options;
 mod plain;

@@ -4,9 +4,11 @@ use std::sync::Arc;
 
 use futures::Stream;
 
+use super::batch::Batch;
+use super::commit::AckToken;
 use super::options::StreamOptions;
 use super::producers::{producing_methods, Producers};
-use super::pump::{Event, Pumps};
+use super::pump::Pumps;
 use super::queue::{queue, Queue, QueueReader};
 use super::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
@@ -28,6 +30,53 @@ struct ConsumerSide {
     handed: Vec<Option<MessageId>>,
     /// A permanent failure ended the stream.
     failed: bool,
+    /// The batch being handed over, one message per pack.
+    handing: Option<Handing>,
+}
+
+/// A batch taken from the queue, handed over one delivery at a time.
+struct Handing {
+    channel: usize,
+    generation: u64,
+    msgs: std::vec::IntoIter<TsMsg>,
+    tokens: std::vec::IntoIter<AckToken>,
+    failure: Option<(Error, Option<AckToken>)>,
+    closed: bool,
+}
+
+/// One delivery of a [`Handing`], moved once, straight into the pack it becomes: boxing the
+/// message would add an allocation per message.
+#[allow(clippy::large_enum_variant)]
+enum Handed {
+    Msg(TsMsg, AckToken),
+    Failed(Error, Option<AckToken>),
+    Closed,
+}
+
+impl From<Batch> for Handing {
+    fn from(batch: Batch) -> Self {
+        Handing {
+            channel: batch.channel,
+            generation: batch.generation,
+            msgs: batch.msgs.into_iter(),
+            tokens: batch.tokens.into_iter(),
+            failure: batch.failure,
+            closed: batch.closed,
+        }
+    }
+}
+
+impl Handing {
+    /// The next delivery, in the batch's order: messages, the failure, the end.
+    fn next(&mut self) -> Option<Handed> {
+        if let (Some(msg), Some(token)) = (self.msgs.next(), self.tokens.next()) {
+            return Some(Handed::Msg(msg, token));
+        }
+        if let Some((error, token)) = self.failure.take() {
+            return Some(Handed::Failed(error, token));
+        }
+        std::mem::take(&mut self.closed).then_some(Handed::Closed)
+    }
 }
 
 impl ConsumerSide {
@@ -111,6 +160,7 @@ impl MsgStream {
                 delivered: None,
                 handed: Vec::new(),
                 failed: false,
+                handing: None,
             }
         });
         for consumer in consumers {
@@ -138,32 +188,43 @@ impl MsgStream {
             }
         }
         while side.open > 0 && !side.failed {
-            let delivered = side.rx.recv().await?;
-            if !side.pumps.is_current(&delivered) {
+            let next = match side.handing.as_mut() {
+                Some(handing)
+                    if side
+                        .pumps
+                        .is_current_in(handing.channel, handing.generation) =>
+                {
+                    handing.next().map(|handed| (handing.channel, handed))
+                }
+                _ => None,
+            };
+            let Some((channel, handed)) = next else {
+                let batch = side.rx.recv().await?;
+                side.handing = side.pumps.is_current(&batch).then(|| Handing::from(batch));
                 continue;
-            }
-            let channel = delivered.channel;
-            let handed = delivered.token.as_ref().map(|t| t.id.clone());
-            let per_message = handed.is_some();
-            if let Some(token) = delivered.token {
+            };
+            let (token, outcome) = match handed {
+                Handed::Msg(msg, token) => (Some(token), Ok(single_pack(msg))),
+                Handed::Failed(error, token) => {
+                    // A message that does not decode is one item; a failure with no message
+                    // behind it ended its channel for good.
+                    side.failed |= token.is_none();
+                    (token, Err(error))
+                }
+                Handed::Closed => {
+                    side.open -= 1;
+                    continue;
+                }
+            };
+            if let Some(token) = token {
+                let id = token.id.clone();
                 side.commits.received(channel, token, true);
-            }
-            if let Some(id) = handed {
                 if let Some(slot) = side.handed.get_mut(channel) {
                     *slot = Some(id.clone());
                 }
                 side.delivered = Some((channel, id));
             }
-            match delivered.event {
-                Event::Msg(msg) => return Some(Ok(single_pack(msg))),
-                Event::Failed(error) => {
-                    // A message that does not decode is one item; a failure with no message
-                    // behind it ended its channel for good.
-                    side.failed |= !per_message;
-                    return Some(Err(error));
-                }
-                Event::Closed => side.open -= 1,
-            }
+            return Some(outcome);
         }
         None
     }

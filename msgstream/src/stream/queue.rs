@@ -1,15 +1,16 @@
-//! The queue between pumps and their stream: bounded in messages, moved in batches.
+//! The queue between pumps and their stream: bounded in deliveries, moved in batches.
 //!
-//! A pump hands over what one receive gave it as one batch, and the stream takes a whole batch
-//! at a time, so the channel's send, receive and wake-up are paid per batch, not per message.
-//! The bound stays one of messages, as `StreamOptions::buffer` promises: a pump sends only as
-//! many messages as there is room for (at least one, as soon as there is room for one), and a
-//! message keeps its room until the stream has taken it out of its batch. So at any moment the
-//! messages queued or waiting in the stream's current batch number at most the capacity, as
-//! they did in a queue of single messages; and a message queues as soon as it would have in
-//! one (a tick waited for by a capped channel, say).
+//! A pump hands over what one receive gave it in one send (its runs, see [`super::batch`]),
+//! and the stream takes a whole batch at a time, so the channel's send, receive and wake-up
+//! are paid per receive and per run, not per message. The bound stays one of messages, as
+//! `StreamOptions::buffer` promises: a pump sends only as many deliveries as there is room for
+//! (at least one, as soon as there is room for one, splitting a run if it must), and they keep
+//! their room until the stream has taken their batch (or, for what it puts back with
+//! [`QueueReader::unread`], until it takes them again). So at any moment the messages queued
+//! number at most the capacity, as they did in a queue of single messages; and a message
+//! queues as soon as it would have in one (a tick waited for by a capped channel, say).
 //!
-//! The stream frees the room of taken messages lazily: always before it waits for anything
+//! The stream frees the room of taken deliveries lazily: always before it waits for anything
 //! ([`QueueReader::recv`], or explicitly through [`QueueReader::release`]), so a pump never
 //! waits for room that the stream only holds while it is busy.
 
@@ -18,27 +19,27 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, AcquireError, Semaphore};
 
-use super::pump::Delivered;
+use super::batch::Batch;
 
 /// The sending side, one clone per pump.
 #[derive(Clone)]
 pub(crate) struct Queue {
-    tx: mpsc::UnboundedSender<Vec<Delivered>>,
+    tx: mpsc::UnboundedSender<Vec<Batch>>,
     room: Arc<Semaphore>,
 }
 
 /// The receiving side, owned by the stream.
 pub(crate) struct QueueReader {
-    rx: mpsc::UnboundedReceiver<Vec<Delivered>>,
+    rx: mpsc::UnboundedReceiver<Vec<Batch>>,
     room: Arc<Semaphore>,
     capacity: usize,
-    /// The batch being taken, message by message.
-    batch: std::vec::IntoIter<Delivered>,
-    /// Messages taken whose room is not yet freed.
+    /// Batches received and not yet taken, in order.
+    batches: VecDeque<Batch>,
+    /// Deliveries taken whose room is not yet freed.
     taken: usize,
 }
 
-/// A queue with room for `capacity` messages (at least one).
+/// A queue with room for `capacity` deliveries (at least one).
 pub(crate) fn queue(capacity: usize) -> (Queue, QueueReader) {
     let capacity = capacity.clamp(1, Semaphore::MAX_PERMITS);
     let (tx, rx) = mpsc::unbounded_channel();
@@ -52,7 +53,7 @@ pub(crate) fn queue(capacity: usize) -> (Queue, QueueReader) {
             rx,
             room,
             capacity,
-            batch: Vec::new().into_iter(),
+            batches: VecDeque::new(),
             taken: 0,
         },
     )
@@ -69,50 +70,62 @@ impl From<AcquireError> for Gone {
 }
 
 impl Queue {
-    /// Waits for room for at least one message, then sends from the front of `pending` as many
-    /// as there is room for; returns what was sent, for the caller to look at (the messages
-    /// themselves are gone). Cancel-safe: nothing leaves `pending` before the room is taken,
-    /// and nothing is awaited after.
-    pub(crate) async fn send(&self, pending: &mut VecDeque<Delivered>) -> Result<Sent, Gone> {
-        if pending.is_empty() {
+    /// Waits for room for at least one delivery, then sends from the front of `pending` as
+    /// many as there is room for (whole batches, and the front part of the first that does not
+    /// fit); returns what was sent, for the caller to look at (the batches themselves are
+    /// gone). Cancel-safe: nothing leaves `pending` before the room is taken, and nothing is
+    /// awaited after.
+    pub(crate) async fn send(&self, pending: &mut VecDeque<Batch>) -> Result<Sent, Gone> {
+        let total: usize = pending.iter().map(Batch::len).sum();
+        if total == 0 {
+            pending.clear();
             return Ok(Sent::default());
         }
         self.room.acquire().await?.forget();
-        let mut count = 1;
-        let more = pending.len() - 1;
-        let free = self.room.available_permits().min(more);
+        let mut room = 1;
+        let free = self.room.available_permits().min(total - 1);
         if free > 0 {
             // Another pump of a shared queue may take the room first: then send only one.
             if let Ok(permits) = self
                 .room
                 .try_acquire_many(u32::try_from(free).unwrap_or(u32::MAX))
             {
-                count += permits.num_permits();
+                room += permits.num_permits();
                 permits.forget();
             }
         }
-        // All of it (the usual case) moves nothing: the deque is a received batch's `Vec`.
-        let batch: Vec<Delivered> = if count >= pending.len() {
-            Vec::from(std::mem::take(pending))
-        } else {
-            pending.drain(..count).collect()
-        };
-        let sent = Sent::of(&batch);
-        self.tx.send(batch).map_err(|_| Gone)?;
+        let mut out = Vec::with_capacity(pending.len());
+        while room > 0 {
+            let Some(mut batch) = pending.pop_front() else {
+                break;
+            };
+            let len = batch.len();
+            if len > room {
+                out.push(batch.split_front(room));
+                pending.push_front(batch);
+                break;
+            }
+            room -= len;
+            if len > 0 {
+                out.push(batch);
+            }
+        }
+        let sent = Sent::of(&out);
+        self.tx.send(out).map_err(|_| Gone)?;
         Ok(sent)
     }
 
-    /// Room for how many messages there is now (another pump of a shared queue may take it).
+    /// Room for how many deliveries there is now (another pump of a shared queue may take it).
     pub(crate) fn room(&self) -> usize {
         self.room.available_permits()
     }
 
     /// Sends `batch` whole, waiting for room for all of it (for the few events that end a
     /// channel).
-    pub(crate) async fn send_all(&self, batch: Vec<Delivered>) -> Result<(), Gone> {
+    pub(crate) async fn send_all(&self, batch: Batch) -> Result<(), Gone> {
         let need = u32::try_from(batch.len()).unwrap_or(u32::MAX);
         self.room.acquire_many(need).await?.forget();
-        self.tx.send(batch).map_err(|_| Gone)
+        self.tx.send(vec![batch]).map_err(|_| Gone)
     }
 }
 
@@ -121,41 +134,54 @@ impl Queue {
 pub(crate) struct Sent {
     /// Timeticks among the messages.
     pub(crate) ticks: u64,
-    /// Whether the last event ends the channel.
+    /// Whether the last delivery ends the channel.
     pub(crate) closed: bool,
 }
 
 impl Sent {
-    fn of(batch: &[Delivered]) -> Self {
+    fn of(batches: &[Batch]) -> Self {
         Sent {
-            ticks: batch.iter().filter(|d| d.is_tick()).count() as u64,
-            closed: batch.last().is_some_and(Delivered::is_closed),
+            ticks: batches.iter().filter(|b| b.ends_with_tick()).count() as u64,
+            closed: batches.last().is_some_and(|b| b.closed),
         }
     }
 }
 
 impl QueueReader {
-    /// The next message of the current batch, without waiting.
+    /// The next batch, without waiting; its deliveries count as taken.
     #[inline]
-    pub(crate) fn try_next(&mut self) -> Option<Delivered> {
-        let next = self.batch.next();
-        self.taken += usize::from(next.is_some());
+    pub(crate) fn try_next(&mut self) -> Option<Batch> {
+        if self.batches.is_empty() {
+            if let Ok(batches) = self.rx.try_recv() {
+                self.batches.extend(batches);
+            }
+        }
+        let next = self.batches.pop_front();
+        self.taken += next.as_ref().map_or(0, Batch::len);
         next
     }
 
-    /// The next message, waiting for a batch when the current one is used up. `None` once
-    /// every sender is gone and everything was taken. Cancel-safe.
-    pub(crate) async fn recv(&mut self) -> Option<Delivered> {
+    /// The next batch, waiting for one when none is queued. `None` once every sender is gone
+    /// and everything was taken. Cancel-safe.
+    pub(crate) async fn recv(&mut self) -> Option<Batch> {
         loop {
             if let Some(next) = self.try_next() {
                 return Some(next);
             }
             self.release();
-            self.batch = self.rx.recv().await?.into_iter();
+            let batches = self.rx.recv().await?;
+            self.batches.extend(batches);
         }
     }
 
-    /// Frees the room of the messages taken so far.
+    /// Puts back the untaken rest of the batch taken last: it comes first again, and its
+    /// deliveries no longer count as taken.
+    pub(crate) fn unread(&mut self, rest: Batch) {
+        self.taken = self.taken.saturating_sub(rest.len());
+        self.batches.push_front(rest);
+    }
+
+    /// Frees the room of the deliveries taken so far.
     pub(crate) fn release(&mut self) {
         if self.taken > 0 {
             self.room.add_permits(self.taken);
@@ -163,7 +189,7 @@ impl QueueReader {
         }
     }
 
-    /// Messages queued or still in the current batch (what the stream holds before reading).
+    /// Deliveries queued or put back (what the stream holds before reading).
     pub(crate) fn held(&self) -> usize {
         self.capacity
             .saturating_sub(self.room.available_permits())

@@ -250,6 +250,80 @@ impl TimetickAligner {
         Ok(())
     }
 
+    /// Feeds a run of `channel`'s messages read in a row, with their `end_ts`s (one each), of
+    /// which only the last may be a timetick: the same as pushing each in turn with
+    /// [`Self::push_with_end_ts`], but a run whose messages are all above the channel's floor
+    /// and the last `end_ts` (the usual case) is moved into the channel's buffer as one block,
+    /// without a copy when the buffer is empty. Every message must carry its position (a
+    /// pump's always do).
+    ///
+    /// On `Ok` the vectors are empty. On an error (a late message under
+    /// [`LatePolicy::Error`]) they hold what comes after the failing message, not yet pushed.
+    pub(crate) fn push_run(
+        &mut self,
+        channel: usize,
+        msgs: &mut Vec<TsMsg>,
+        ends: &mut Vec<u64>,
+    ) -> Result<()> {
+        let last_end = self.last_end;
+        let state = self.channels.get_mut(channel).ok_or_else(|| {
+            Error::InvalidArgument(format!("channel index {channel} out of range"))
+        })?;
+        let data = msgs.len() - usize::from(msgs.last().is_some_and(TsMsg::is_time_tick));
+        // Above both, a message is neither dropped nor late. (A driver reading channels as
+        // `next_channel` says has `last_end` at or above the floor already: a resumed channel
+        // is read once the last end reaches its resume timestamp.)
+        let bar = state.floor.map_or(last_end, |floor| floor.max(last_end));
+        let whole =
+            data > 0 && ends.len() == msgs.len() && ends[..data].iter().all(|&end_ts| end_ts > bar);
+        if !whole {
+            return self.push_each(channel, msgs, ends);
+        }
+        debug_assert!(msgs[..data].iter().all(|m| m.position.is_some()));
+        if state.start.is_none() {
+            state.start = msgs[0].position.clone().map(|p| MsgPosition {
+                timestamp: last_end,
+                ..p
+            });
+        }
+        let tick = if data < msgs.len() {
+            msgs.pop().zip(ends.pop())
+        } else {
+            None
+        };
+        if state.buffered.is_empty() {
+            // The buffer's (empty) vectors go back to the caller in exchange.
+            std::mem::swap(&mut state.buffered, msgs);
+            std::mem::swap(&mut state.ends, ends);
+        } else {
+            state.buffered.append(msgs);
+            state.ends.append(ends);
+        }
+        self.buffered += data;
+        self.peak_buffered = self.peak_buffered.max(self.buffered);
+        match tick {
+            Some((tick, end_ts)) => self.push_with_end_ts(channel, tick, end_ts),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::push_run`] one message at a time.
+    fn push_each(
+        &mut self,
+        channel: usize,
+        msgs: &mut Vec<TsMsg>,
+        ends: &mut Vec<u64>,
+    ) -> Result<()> {
+        let mut run = std::mem::take(msgs).into_iter().zip(std::mem::take(ends));
+        while let Some((msg, end_ts)) = run.next() {
+            if let Err(error) = self.push_with_end_ts(channel, msg, end_ts) {
+                (*msgs, *ends) = run.unzip();
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
     /// Drops what `channel` has buffered, for a driver that will feed it again from the
     /// channel's resume point ([`Self::positions`]): ticks already counted are not lowered,
     /// and messages come back in their order.

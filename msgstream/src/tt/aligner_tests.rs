@@ -417,3 +417,130 @@ proptest! {
         prop_assert_eq!(&second.msgs, &want[1]);
     }
 }
+
+/// [`drive`] from `positions`, where a message below a channel's floor may come after a late
+/// one: those are left out of the packs (and the late ones counted), not failures.
+fn drive_each(
+    aligner: &mut TimetickAligner,
+    logs: &[Vec<TsMsg>],
+    positions: &[MsgPosition],
+) -> Vec<MsgPack> {
+    let mut cursors: Vec<usize> = positions
+        .iter()
+        .map(|p| p.msg_id.clone().as_u64().expect("u64 id") as usize)
+        .collect();
+    let mut packs = Vec::new();
+    loop {
+        if let Some(pack) = aligner.pop_pack() {
+            packs.push(pack);
+            continue;
+        }
+        let Some(c) = aligner.next_channel() else {
+            continue;
+        };
+        let Some(msg) = logs[c].get(cursors[c]) else {
+            return packs;
+        };
+        cursors[c] += 1;
+        let _ = aligner.push(c, msg.clone());
+    }
+}
+
+/// [`drive_each`], feeding each channel in runs the way the tt stream does: from the cursor
+/// up to and including the next tick, at most `cut` messages at a time.
+fn drive_runs(
+    mut aligner: TimetickAligner,
+    logs: &[Vec<TsMsg>],
+    mut cursors: Vec<usize>,
+    cut: usize,
+) -> Vec<MsgPack> {
+    let mut packs = Vec::new();
+    loop {
+        if let Some(pack) = aligner.pop_pack() {
+            packs.push(pack);
+            continue;
+        }
+        let Some(c) = aligner.next_channel() else {
+            continue;
+        };
+        let rest = &logs[c][cursors[c]..];
+        if rest.is_empty() {
+            return packs;
+        }
+        let len = rest
+            .iter()
+            .position(TsMsg::is_time_tick)
+            .map_or(rest.len(), |tick| tick + 1)
+            .min(cut);
+        let mut msgs = rest[..len].to_vec();
+        let mut ends: Vec<u64> = msgs.iter().map(TsMsg::end_ts).collect();
+        cursors[c] += len;
+        // A late message (possible only from mixed positions) is reported; the rest follows,
+        // as the tt stream pushes it on its next call.
+        while aligner.push_run(c, &mut msgs, &mut ends).is_err() {}
+        assert!(msgs.is_empty() && ends.is_empty(), "a whole run is taken");
+    }
+}
+
+proptest! {
+    #[test]
+    fn runs_pushed_as_blocks_cut_the_same_packs(
+        raw in prop::collection::vec(channel_log(), 1..5),
+        cut in 1usize..6,
+    ) {
+        let names: Vec<String> = (0..raw.len()).map(|i| format!("c{i}")).collect();
+        let logs: Vec<Vec<TsMsg>> = raw.iter().zip(&names).map(|(e, n)| to_log(n, e)).collect();
+        let fresh = || TimetickAligner::new(names.clone(), LatePolicy::Error);
+        let packs = drive(fresh(), &logs, vec![0; logs.len()]);
+        prop_assert_eq!(&drive_runs(fresh(), &logs, vec![0; logs.len()], cut), &packs);
+        prop_assume!(!packs.is_empty());
+        // From stored positions, where each channel drops what is at or below its floor:
+        // each pack's end positions, and positions of different packs per channel (floors
+        // above the resumed watermark).
+        for k in 0..packs.len() {
+            let positions: Vec<MsgPosition> = (0..logs.len())
+                .map(|c| packs[(k + c) % packs.len()].end_positions[c].clone())
+                .collect();
+            for positions in [&packs[k].end_positions, &positions] {
+                let resumed = TimetickAligner::resume(positions, LatePolicy::Error)
+                    .expect("positions");
+                let cursors = positions
+                    .iter()
+                    .map(|p| p.msg_id.clone().as_u64().expect("u64 id") as usize)
+                    .collect();
+                let mut reference = TimetickAligner::resume(positions, LatePolicy::Error)
+                    .expect("positions");
+                let expected = drive_each(&mut reference, &logs, positions);
+                prop_assert_eq!(drive_runs(resumed, &logs, cursors, cut), expected);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_late_message_in_a_run_stops_it_there_and_the_rest_can_follow() {
+    use Entry::{Msg, Tick};
+    let log = to_log("a", &[Tick(10), Msg(12), Msg(4), Msg(13), Tick(20)]);
+    for policy in [LatePolicy::Error, LatePolicy::Drop] {
+        let mut aligner = TimetickAligner::new(vec!["a".into()], policy);
+        aligner.push(0, log[0].clone()).expect("tick");
+        assert!(aligner.pop_pack().is_some());
+        let mut msgs = log[1..].to_vec();
+        let mut ends: Vec<u64> = msgs.iter().map(TsMsg::end_ts).collect();
+        let pushed = aligner.push_run(0, &mut msgs, &mut ends);
+        if policy == LatePolicy::Error {
+            assert!(pushed.is_err(), "the late message is reported");
+            assert_eq!(ends, vec![13, 20], "what follows it is left to push");
+            aligner.push_run(0, &mut msgs, &mut ends).expect("the rest");
+        } else {
+            pushed.expect("a late message is dropped");
+        }
+        assert!(msgs.is_empty() && ends.is_empty());
+        assert_eq!(aligner.late_messages(), 1);
+        let pack = aligner.pop_pack().expect("pack 10..20");
+        assert_eq!(
+            pack.msgs.iter().map(TsMsg::end_ts).collect::<Vec<_>>(),
+            vec![12, 13]
+        );
+    }
+}

@@ -16,7 +16,7 @@ use super::aligner::{TimetickAligner, WatermarkHolder};
 use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition};
 use crate::stream::producers::{producing_methods, Producers};
-use crate::stream::pump::{Event, Pumps};
+use crate::stream::pump::Pumps;
 use crate::stream::queue::{queue, QueueReader};
 use crate::stream::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
@@ -253,14 +253,30 @@ impl TtMsgStream {
                 }
             }
             let receiver = side.receivers.get_mut(channel)?;
-            let delivered = match receiver.try_next() {
-                Some(delivered) => delivered,
+            let mut batch = match receiver.try_next() {
+                Some(batch) => batch,
                 None => {
                     side.release();
                     side.receivers.get_mut(channel)?.recv().await?
                 }
             };
-            if delivered.is_tick() {
+            // Near the cap, read only up to it, unless a tick is queued (then on to the tick:
+            // one that ends this batch is queued, so such a batch is never split).
+            let room = max_held.saturating_sub(held);
+            if !batch.ends_with_tick() && batch.msgs.len() > room {
+                let taken = side.ticks_taken.get(channel).copied().unwrap_or(0);
+                let tick_queued = side
+                    .pumps
+                    .signal(channel)
+                    .is_some_and(|signal| signal.ticks_queued() > taken);
+                if !tick_queued {
+                    // `0 < room`: a channel at its cap with no tick queued waited above.
+                    let front = batch.split_front(room);
+                    side.receivers.get_mut(channel)?.unread(batch);
+                    batch = front;
+                }
+            }
+            if batch.ends_with_tick() {
                 // The aligner moves on to another channel after a tick, mostly: give this
                 // channel's pump its room back now rather than at the pack.
                 if let Some(receiver) = side.receivers.get_mut(channel) {
@@ -278,27 +294,40 @@ impl TtMsgStream {
                     }
                 }
             }
-            if !side.pumps.is_current(&delivered) {
+            if !side.pumps.is_current(&batch) {
                 continue;
             }
-            if let Some(token) = delivered.token {
-                let passed = match &delivered.event {
-                    Event::Msg(msg) => msg.is_time_tick(),
-                    _ => true,
-                };
-                side.commits.received(channel, token, passed);
+            let tick = batch.ends_with_tick();
+            let pushed = side
+                .aligner
+                .push_run(channel, &mut batch.msgs, &mut batch.ends);
+            // What was pushed (or dropped, or reported late) was received: the rest, after a
+            // late message, comes again on the next call.
+            let rest_tokens = batch
+                .tokens
+                .split_off(batch.tokens.len() - batch.msgs.len());
+            let done = std::mem::replace(&mut batch.tokens, rest_tokens);
+            let passed_tick = tick && batch.msgs.is_empty();
+            let data = done.len() - usize::from(passed_tick);
+            let mut done = done.into_iter();
+            side.commits
+                .received_all(channel, done.by_ref().take(data), false);
+            side.commits.received_all(channel, done, true);
+            if let Err(error) = pushed {
+                side.receivers.get_mut(channel)?.unread(batch);
+                return Some(Err(error));
             }
-            match delivered.event {
-                Event::Msg(msg) => {
-                    let pushed = side
-                        .aligner
-                        .push_with_end_ts(channel, msg, delivered.end_ts);
-                    if let Err(error) = pushed {
-                        return Some(Err(error));
-                    }
+            if let Some((error, token)) = batch.failure.take() {
+                if let Some(token) = token {
+                    side.commits.received(channel, token, true);
                 }
-                Event::Failed(error) => return Some(Err(error)),
-                Event::Closed => side.closed = true,
+                if batch.closed {
+                    side.receivers.get_mut(channel)?.unread(batch);
+                }
+                return Some(Err(error));
+            }
+            if batch.closed {
+                side.closed = true;
             }
         }
     }
