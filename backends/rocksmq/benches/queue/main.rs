@@ -19,7 +19,8 @@
 //! - latency: produce→receive p50/p99 for one producer at 10,000 msgs/s and one waiting
 //!   consumer, and the same pacing through a plain `std::sync::mpsc` hand-off between two
 //!   threads (`case=latency_baseline`, the floor set by thread wake-ups on this machine);
-//! - tt: a `TtMsgStream` over 16 filled channels against raw iteration of the same files;
+//! - tt: a `TtMsgStream` over 16 filled channels against raw iteration of the same files,
+//!   three passes of each side per filled database (see `tt.rs`);
 //! - durable: 1, 4 and 16 producers sending one message at a time under `SyncData`, against
 //!   a perfect group commit of raw `fdatasync`-ed writes driven the same way (`N` tasks, one
 //!   committer thread, `N` messages per synced write; see `durable.rs`).
