@@ -1,21 +1,29 @@
 //! [`Batch`]: what a pump hands its stream in one piece, a run of one channel's deliveries.
 //!
-//! The messages of a run travel as one block (`Vec<TsMsg>`) with their metadata in vectors
-//! beside them, not as a vector of per-message records: a `TsMsg` is about 520 bytes, and
-//! every move of one is a copy of that size. So the tt stream hands a channel's run to its
-//! aligner by moving the vector (no copy at all when the aligner holds nothing of that channel
-//! yet), and checks the run's end timestamps in a tight loop over `u64`s.
+//! The messages travel as one block (`VecDeque<TsMsg>`) with their metadata in queues beside
+//! them, not as a vector of per-message records: a `TsMsg` is about 520 bytes, and every move
+//! of one is a copy of that size. A batch that holds a single run of a channel (its messages up
+//! to and including a timetick, or no tick at all) goes into the tt stream's aligner by moving
+//! the block (no copy at all when the aligner holds nothing of that channel yet: a deque
+//! filled from empty by `push_back` becomes a `Vec` in place). Anything else is taken message by
+//! message from the front, which moves nothing else.
 //!
-//! A pump closes a batch after a timetick (so a tick is only ever a batch's last message),
-//! at an undecodable message or a failure, and at the channel's end. The tt stream, which
-//! reads a channel exactly up to its first tick above the watermark, can then take every
-//! message of a batch before its last without looking at them one by one.
+//! A pump closes a batch at a timetick once the batch holds [`LONG_RUN`] messages: on a
+//! channel that ticks seldom, each batch is one run; on one that ticks every few messages,
+//! a batch gathers several runs rather than paying a batch's costs (its vectors, its place
+//! in the queue) for a handful of messages. It also closes one at an undecodable message or
+//! a failure, and at the channel's end.
+
+use std::collections::VecDeque;
 
 use super::commit::AckToken;
 use crate::msg::TsMsg;
 use crate::Error;
 
-/// A run of one channel's deliveries, in order: `msgs`, then `failure`, then `closed`.
+/// Messages a batch holds before a timetick closes it (see the module docs).
+pub(crate) const LONG_RUN: usize = 32;
+
+/// One channel's deliveries in order: `msgs`, then `failure`, then `closed`.
 #[derive(Debug)]
 pub(crate) struct Batch {
     /// The channel's index in subscription order.
@@ -23,14 +31,16 @@ pub(crate) struct Batch {
     /// The channel's generation when the pump received it (a seek starts a new one; the
     /// stream discards batches of older generations).
     pub(crate) generation: u64,
-    /// Decoded messages, in arrival order; only the last may be a timetick.
-    pub(crate) msgs: Vec<TsMsg>,
+    /// Decoded messages, in arrival order.
+    pub(crate) msgs: VecDeque<TsMsg>,
     /// Each message's `end_ts`, worked out by the pump right after decoding it (its row
     /// timestamps are in that thread's cache then), for the tt stream's aligner.
-    pub(crate) ends: Vec<u64>,
+    pub(crate) ends: VecDeque<u64>,
     /// Each message's ack token: the received message behind it, to be committed once the
     /// application has had it.
-    pub(crate) tokens: Vec<AckToken>,
+    pub(crate) tokens: VecDeque<AckToken>,
+    /// Timeticks among `msgs`.
+    pub(crate) ticks: usize,
     /// After the messages: a message that does not decode (with its token, so it is
     /// committed like any other), or a failure that ended the channel (no token; `closed`
     /// then follows).
@@ -45,9 +55,10 @@ impl Batch {
         Batch {
             channel,
             generation,
-            msgs: Vec::with_capacity(capacity),
-            ends: Vec::with_capacity(capacity),
-            tokens: Vec::with_capacity(capacity),
+            msgs: VecDeque::with_capacity(capacity),
+            ends: VecDeque::with_capacity(capacity),
+            tokens: VecDeque::with_capacity(capacity),
+            ticks: 0,
             failure: None,
             closed: false,
         }
@@ -85,7 +96,19 @@ impl Batch {
 
     /// Whether its last message is a timetick.
     pub(crate) fn ends_with_tick(&self) -> bool {
-        self.msgs.last().is_some_and(TsMsg::is_time_tick)
+        self.msgs.back().is_some_and(TsMsg::is_time_tick)
+    }
+
+    /// Whether its messages are one run: no timetick but perhaps the last.
+    pub(crate) fn is_one_run(&self) -> bool {
+        self.ticks == 0 || self.ticks == 1 && self.ends_with_tick()
+    }
+
+    /// The first message, with its `end_ts` and token.
+    pub(crate) fn pop_front(&mut self) -> Option<(TsMsg, u64, AckToken)> {
+        let msg = self.msgs.pop_front()?;
+        self.ticks -= usize::from(msg.is_time_tick());
+        Some((msg, self.ends.pop_front()?, self.tokens.pop_front()?))
     }
 
     /// Splits off and returns the first `count` deliveries (`0 < count < self.len()`), keeping
@@ -101,6 +124,8 @@ impl Batch {
             tokens: std::mem::replace(&mut self.tokens, rest_tokens),
             ..Batch::new(self.channel, self.generation, 0)
         };
+        front.ticks = front.msgs.iter().filter(|m| m.is_time_tick()).count();
+        self.ticks -= front.ticks;
         if count > taken {
             // Room is left after the messages: the failure goes with them (the end, which
             // follows it, stays: `count < self.len()`).
@@ -114,6 +139,7 @@ impl Batch {
 mod tests {
     use super::*;
     use crate::mq::{Delivery, MessageId};
+    use crate::msg::{InsertRequest, MsgBody};
 
     fn token(id: u64) -> AckToken {
         AckToken {
@@ -122,21 +148,30 @@ mod tests {
         }
     }
 
-    fn filled(n: u64) -> Batch {
+    /// Messages at timestamps 1..=n, a tick at every multiple of `tick_every`.
+    fn filled(n: u64, tick_every: u64) -> Batch {
         let mut batch = Batch::new(3, 7, 0);
-        for id in 0..n {
-            batch.msgs.push(TsMsg::time_tick(id + 1));
-            batch.ends.push(id + 1);
-            batch.tokens.push(token(id));
+        for id in 1..=n {
+            let msg = if id % tick_every == 0 {
+                batch.ticks += 1;
+                TsMsg::time_tick(id)
+            } else {
+                TsMsg::new(MsgBody::Insert(InsertRequest::default()))
+            };
+            batch.msgs.push_back(msg);
+            batch.ends.push_back(id);
+            batch.tokens.push_back(token(id));
         }
         batch
     }
 
     #[test]
-    fn every_delivery_takes_room() {
-        let batch = filled(1);
-        assert!(batch.ends_with_tick());
-        assert_eq!(batch.len(), 1);
+    fn every_delivery_takes_room_and_runs_are_told_by_their_ticks() {
+        let batch = filled(3, 3);
+        assert!(batch.ends_with_tick() && batch.is_one_run());
+        assert_eq!(batch.len(), 3);
+        assert!(filled(3, 5).is_one_run(), "no tick at all");
+        assert!(!filled(4, 2).is_one_run(), "a tick before the last");
         let ended = Batch::failure(0, 0, Error::Closed("x"), None, true);
         assert_eq!(ended.len(), 2);
         assert!(!ended.ends_with_tick());
@@ -144,14 +179,28 @@ mod tests {
     }
 
     #[test]
+    fn popping_keeps_messages_metadata_and_tick_count_together() {
+        let mut batch = filled(4, 2);
+        let (msg, end_ts, token) = batch.pop_front().expect("first");
+        assert!(!msg.is_time_tick());
+        assert_eq!((end_ts, token.id.as_u64()), (1, Some(1)));
+        assert_eq!(batch.ticks, 2);
+        let (msg, end_ts, _) = batch.pop_front().expect("second");
+        assert!(msg.is_time_tick() && end_ts == 2);
+        assert_eq!(batch.ticks, 1);
+        assert!(batch.is_one_run(), "one run left: 3 and the tick at 4");
+    }
+
+    #[test]
     fn split_front_keeps_order_and_metadata_aligned() {
-        let mut batch = filled(5);
+        let mut batch = filled(5, 2);
         batch.failure = Some((Error::Closed("x"), Some(token(9))));
         batch.closed = true;
         let front = batch.split_front(2);
         assert_eq!((front.channel, front.generation), (3, 7));
         assert_eq!(front.ends, vec![1, 2]);
         assert_eq!(front.tokens.len(), 2);
+        assert_eq!((front.ticks, batch.ticks), (1, 1));
         assert!(front.failure.is_none() && !front.closed);
         assert_eq!(batch.ends, vec![3, 4, 5]);
         assert_eq!(batch.msgs.len(), 3);

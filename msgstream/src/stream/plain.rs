@@ -38,8 +38,8 @@ struct ConsumerSide {
 struct Handing {
     channel: usize,
     generation: u64,
-    msgs: std::vec::IntoIter<TsMsg>,
-    tokens: std::vec::IntoIter<AckToken>,
+    msgs: std::collections::vec_deque::IntoIter<TsMsg>,
+    tokens: std::collections::vec_deque::IntoIter<AckToken>,
     failure: Option<(Error, Option<AckToken>)>,
     closed: bool,
 }

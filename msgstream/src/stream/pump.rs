@@ -7,13 +7,13 @@
 //! nothing. Each seek bumps the channel's *generation*; queued deliveries of an older generation
 //! are discarded by the reader of the queue.
 //!
-//! Pumps receive in batches (`Consumer::recv_batch`), decode each into runs ([`Batch`]: the
-//! messages as one block, a run ending at each timetick), hand a receive's runs over in one
-//! send of the queue ([`super::queue`], bounded in messages all the same), and never ack: each
-//! message carries the received message's id as an ack token, and the stream commits tokens
-//! once the application has had them ([`super::commit`]). A pump that panics (a user decoder, say) ends its channel with
-//! an error instead of going silent; a transient receive error is retried with backoff, a
-//! permanent one ends the channel with that error.
+//! Pumps receive in batches (`Consumer::recv_batch`), decode each into [`Batch`]es (the
+//! messages as one block, closed at a timetick once long enough), hand a receive's batches
+//! over in one send of the queue ([`super::queue`], bounded in messages all the same), and
+//! never ack: each message carries the received message's id as an ack token, and the stream
+//! commits tokens once the application has had them ([`super::commit`]). A pump that panics
+//! (a user decoder, say) ends its channel with an error instead of going silent; a transient
+//! receive error is retried with backoff, a permanent one ends the channel with that error.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::batch::Batch;
+use super::batch::{Batch, LONG_RUN};
 use super::commit::AckToken;
 use super::queue::Queue;
 use super::signal::PumpSignal;
@@ -49,9 +49,9 @@ struct Parked {
     /// The first message received since the consumer started or last moved: where to put it
     /// back when nothing of this generation reached the application yet.
     first_received: Option<MessageId>,
-    /// Messages in the last run that a tick ended: the room a new run's vectors start with
-    /// (a channel ticks at a steady rate, mostly), so that they neither grow (a growth copies
-    /// every message moved so far) nor take room for a whole receive each.
+    /// Messages in the last batch that a tick closed: the room a new batch's queues start
+    /// with (a channel ticks at a steady rate, mostly), so that they neither grow (a growth
+    /// copies every message moved so far) nor take room for a whole receive each.
     run_hint: usize,
 }
 
@@ -380,9 +380,9 @@ impl PumpContext {
     fn decode_into(&self, msg: &mut Message, run: &mut Batch) -> Result<()> {
         if self.registry.may_be_insert(&msg.payload) {
             run.msgs
-                .push(self.placed(msg, MsgBody::Insert(InsertRequest::default())));
+                .push_back(self.placed(msg, MsgBody::Insert(InsertRequest::default())));
             let payload = std::mem::take(&mut msg.payload);
-            let decoded = match run.msgs.last_mut() {
+            let decoded = match run.msgs.back_mut() {
                 Some(TsMsg {
                     body: MsgBody::Insert(insert),
                     ..
@@ -395,14 +395,14 @@ impl PumpContext {
                     return Ok(());
                 }
                 Err(payload) => {
-                    run.msgs.pop();
+                    run.msgs.pop_back();
                     msg.payload = payload;
                 }
             }
         }
         match self.registry.decode_bytes(std::mem::take(&mut msg.payload)) {
             Ok(body) => {
-                run.msgs.push(self.placed(msg, body));
+                run.msgs.push_back(self.placed(msg, body));
                 self.finish_last(msg, run);
                 Ok(())
             }
@@ -442,7 +442,7 @@ impl PumpContext {
     /// timestamp, its properties, and its `end_ts` and ack token beside it.
     #[inline(always)]
     fn finish_last(&self, msg: &mut Message, run: &mut Batch) {
-        let Some(last) = run.msgs.last_mut() else {
+        let Some(last) = run.msgs.back_mut() else {
             return;
         };
         trace::record_consume(&msg.properties, &msg.topic);
@@ -453,11 +453,11 @@ impl PumpContext {
             position.timestamp = begin_ts;
         }
         last.properties = std::mem::take(&mut msg.properties);
-        run.ends.push(end_ts);
-        run.tokens.push(AckToken::from(&*msg));
+        run.ends.push_back(end_ts);
+        run.tokens.push_back(AckToken::from(&*msg));
     }
 
-    /// Turns a received batch into pending runs (an empty batch means closed). Returns the
+    /// Turns a received batch into pending batches (an empty batch means closed). Returns the
     /// transient error to back off from, if the receive failed that way.
     fn receive(&self, parked: &mut Parked, received: Result<Vec<Message>>) -> Option<Error> {
         let (channel, generation) = (self.channel, self.generation);
@@ -490,7 +490,13 @@ impl PumpContext {
                     let _entered = span.enter();
                     match self.decode_into(msg, &mut run) {
                         Ok(()) if !run.ends_with_tick() => continue,
-                        Ok(()) => parked.run_hint = run.msgs.len(),
+                        Ok(()) => {
+                            run.ticks += 1;
+                            if run.msgs.len() < LONG_RUN {
+                                continue;
+                            }
+                            parked.run_hint = run.msgs.len();
+                        }
                         Err(error) => run.failure = Some((error, Some(AckToken::from(&*msg)))),
                     }
                     let next = Batch::new(channel, generation, room(left, parked.run_hint));

@@ -141,7 +141,7 @@ pub(crate) struct Sent {
 impl Sent {
     fn of(batches: &[Batch]) -> Self {
         Sent {
-            ticks: batches.iter().filter(|b| b.ends_with_tick()).count() as u64,
+            ticks: batches.iter().map(|b| b.ticks as u64).sum(),
             closed: batches.last().is_some_and(|b| b.closed),
         }
     }

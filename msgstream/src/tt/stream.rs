@@ -82,6 +82,30 @@ impl TtSide {
         self.receivers.iter_mut().for_each(QueueReader::release);
     }
 
+    /// `count` ticks of `channel` were taken from its queue: counted (against the ticks its
+    /// pump queued), and the channel's room given back now rather than at the pack (the
+    /// aligner mostly moves on to another channel after a tick). A capped channel that ticked
+    /// is read again.
+    fn took_ticks(&mut self, channel: usize, count: usize) {
+        if count == 0 {
+            return;
+        }
+        if let Some(receiver) = self.receivers.get_mut(channel) {
+            receiver.release();
+        }
+        if let Some(taken) = self.ticks_taken.get_mut(channel) {
+            *taken += count as u64;
+        }
+        if let Some(since) = self.capped_since.get_mut(channel) {
+            if since.take().is_some() {
+                tracing::info!(
+                    channel,
+                    "tt stream: capped channel ticked, reading it again"
+                );
+            }
+        }
+    }
+
     /// Commits every channel up to `positions` (end positions, in channel order).
     async fn commit_to(&mut self, positions: &[MsgPosition]) -> Result<()> {
         let points: Vec<(usize, &MessageId)> =
@@ -260,6 +284,35 @@ impl TtMsgStream {
                     side.receivers.get_mut(channel)?.recv().await?
                 }
             };
+            if !side.pumps.is_current(&batch) {
+                // From before a seek: dropped, its ticks counted as taken.
+                side.took_ticks(channel, batch.ticks);
+                continue;
+            }
+            if !batch.is_one_run() {
+                // Several runs: only the first is read now, message by message from the front
+                // (nothing else moves); the aligner may want another channel after its tick.
+                // A tick is queued (in this batch), so the cap does not apply.
+                let mut pushed = Ok(());
+                while let Some((msg, end_ts, token)) = batch.pop_front() {
+                    let tick = msg.is_time_tick();
+                    side.commits.received(channel, token, tick);
+                    pushed = side.aligner.push_with_end_ts(channel, msg, end_ts);
+                    if tick {
+                        side.took_ticks(channel, 1);
+                    }
+                    if tick || pushed.is_err() {
+                        break;
+                    }
+                }
+                if batch.len() > 0 {
+                    side.receivers.get_mut(channel)?.unread(batch);
+                }
+                if let Err(error) = pushed {
+                    return Some(Err(error));
+                }
+                continue;
+            }
             // Near the cap, read only up to it, unless a tick is queued (then on to the tick:
             // one that ends this batch is queued, so such a batch is never split).
             let room = max_held.saturating_sub(held);
@@ -276,44 +329,28 @@ impl TtMsgStream {
                     batch = front;
                 }
             }
-            if batch.ends_with_tick() {
-                // The aligner moves on to another channel after a tick, mostly: give this
-                // channel's pump its room back now rather than at the pack.
-                if let Some(receiver) = side.receivers.get_mut(channel) {
-                    receiver.release();
-                }
-                if let Some(taken) = side.ticks_taken.get_mut(channel) {
-                    *taken += 1;
-                }
-                if let Some(since) = side.capped_since.get_mut(channel) {
-                    if since.take().is_some() {
-                        tracing::info!(
-                            channel,
-                            "tt stream: capped channel ticked, reading it again"
-                        );
-                    }
-                }
-            }
-            if !side.pumps.is_current(&batch) {
-                continue;
-            }
             let tick = batch.ends_with_tick();
-            let pushed = side
-                .aligner
-                .push_run(channel, &mut batch.msgs, &mut batch.ends);
+            if tick {
+                side.took_ticks(channel, 1);
+            }
+            // One run: moved into the aligner as a block (a deque filled from empty is a
+            // `Vec` in place).
+            let mut msgs = Vec::from(std::mem::take(&mut batch.msgs));
+            let mut ends = Vec::from(std::mem::take(&mut batch.ends));
+            let pushed = side.aligner.push_run(channel, &mut msgs, &mut ends);
             // What was pushed (or dropped, or reported late) was received: the rest, after a
             // late message, comes again on the next call.
-            let rest_tokens = batch
-                .tokens
-                .split_off(batch.tokens.len() - batch.msgs.len());
+            let rest_tokens = batch.tokens.split_off(batch.tokens.len() - msgs.len());
             let done = std::mem::replace(&mut batch.tokens, rest_tokens);
-            let passed_tick = tick && batch.msgs.is_empty();
+            let passed_tick = tick && msgs.is_empty();
             let data = done.len() - usize::from(passed_tick);
             let mut done = done.into_iter();
             side.commits
                 .received_all(channel, done.by_ref().take(data), false);
             side.commits.received_all(channel, done, true);
             if let Err(error) = pushed {
+                batch.msgs = msgs.into();
+                batch.ends = ends.into();
                 side.receivers.get_mut(channel)?.unread(batch);
                 return Some(Err(error));
             }
