@@ -124,6 +124,7 @@ macro_rules! contract_tests {
             tt_different_tick_timestamps,
             tt_three_channels_aligned,
             tt_replay_determinism,
+            tt_replay_determinism_long_runs,
             tt_reports_garbage,
             exclusive_subscriptions,
             delete_subscription_and_topic,

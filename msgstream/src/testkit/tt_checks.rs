@@ -169,7 +169,30 @@ pub async fn tt_three_channels_aligned(client: Arc<dyn Client>) {
 /// For a pseudo-random workload over 4 channels, reopening from the end positions of every
 /// pack in turn reproduces the remaining packs exactly.
 pub async fn tt_replay_determinism(client: Arc<dyn Client>) {
-    let names: Vec<String> = (0..4).map(|i| unique(&format!("ttr-{i}"))).collect();
+    replay_workload(client, "ttr", 0..5, Some(40)).await;
+}
+
+/// [`tt_replay_determinism`] with long runs between ticks (33 to 48 messages, more than a
+/// consumer task's batch holds before a tick closes it), each in its own pack (out of order
+/// within it): the stream moves such runs into its aligner as blocks, and they must cut the
+/// same packs, and replay the same, as short runs taken one message at a time. (Runs stay
+/// within the in-flight budget of the conformance harness's NSQ consumers, 64 unacked
+/// messages, which a tt stream needs its ticks within.)
+pub async fn tt_replay_determinism_long_runs(client: Arc<dyn Client>) {
+    replay_workload(client, "ttl", 33..49, None).await;
+}
+
+/// Writes 12 runs per channel on 4 channels (each run `run_len` inserts, then a tick), reads
+/// every pack, and replays from the end positions of each pack. An insert's timestamp is up
+/// to `spread` above the tick before it (so it may fall in a later pack), or with `None`
+/// at most the tick after it.
+async fn replay_workload(
+    client: Arc<dyn Client>,
+    prefix: &str,
+    run_len: std::ops::Range<u64>,
+    spread: Option<u64>,
+) {
+    let names: Vec<String> = (0..4).map(|i| unique(&format!("{prefix}-{i}"))).collect();
     let channels: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     let mut next = move |n: u64| {
@@ -179,18 +202,22 @@ pub async fn tt_replay_determinism(client: Arc<dyn Client>) {
         seed % n
     };
     let last_end = 1_000;
+    let mut written = Vec::new();
     for channel in &channels {
         let mut items = Vec::new();
         let mut tick = 0;
         for _ in 0..12 {
-            for _ in 0..next(5) {
-                items.push(Ok(tick + 1 + next(40)));
+            let next_tick = tick + 1 + next(12);
+            let spread = spread.unwrap_or(next_tick - tick);
+            for _ in 0..run_len.start + next(run_len.end - run_len.start) {
+                items.push(Ok(tick + 1 + next(spread)));
             }
-            tick += 1 + next(12);
+            tick = next_tick;
             items.push(Err(tick));
         }
         items.push(Err(last_end));
         write(&client, channel, &items).await;
+        written.push(items);
     }
     let mut stream = tt_consumer(&client, &channels).await;
     let packs = packs_until(&mut stream, last_end).await;
@@ -201,6 +228,33 @@ pub async fn tt_replay_determinism(client: Arc<dyn Client>) {
         "a real workload: {} packs, {total} msgs",
         packs.len()
     );
+    if spread.is_none() {
+        // Each run in its own pack: every insert arrives once, but for the repeats of a
+        // timestamp within a run (one channel's duplicates inside a pack are dropped).
+        for (channel, items) in channels.iter().zip(&written) {
+            let expected: std::collections::BTreeSet<i64> = items
+                .iter()
+                .filter_map(|item| item.ok())
+                .map(|ts| ts as i64)
+                .collect();
+            let mut delivered: Vec<i64> = packs
+                .iter()
+                .flat_map(|p| &p.msgs)
+                .filter(|m| {
+                    m.position
+                        .as_ref()
+                        .is_some_and(|p| p.channel_name == **channel)
+                })
+                .map(row_id)
+                .collect();
+            delivered.sort_unstable();
+            assert_eq!(
+                delivered,
+                expected.into_iter().collect::<Vec<_>>(),
+                "every insert of {channel} once"
+            );
+        }
+    }
     if !client.capabilities().seek {
         return;
     }
