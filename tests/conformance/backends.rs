@@ -39,6 +39,7 @@ mod nsq_upstream {
         tt_reports_garbage,
         exclusive_subscriptions, seek_outside_the_channel, repeated_channel_names,
         plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
+        tt_late_message_in_a_long_run,
         stream_interface_extras, plain_positions_carry_begin_ts,
     );
 }

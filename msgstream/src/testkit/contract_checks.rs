@@ -496,6 +496,80 @@ pub async fn tt_caps_a_channel_without_ticks(client: Arc<dyn Client>) {
     stream.close().await;
 }
 
+/// A late message inside a long run (one the stream moves into its aligner as a block) is
+/// reported, the rest of the run follows in the next pack, and the run's tick counts once: a
+/// channel capped afterwards resumes at its next tick (a tick counted twice would leave the
+/// stream waiting for one more).
+pub async fn tt_late_message_in_a_long_run(client: Arc<dyn Client>) {
+    let a = unique("late-run");
+    let mut out = TtMsgStream::new(client.clone(), StreamOptions::default());
+    out.as_producer(&[a.as_str()]).await.expect("producer");
+    let on_a = |msgs: Vec<TsMsg>| {
+        msgs.into_iter()
+            .map(|m| m.with_hash_keys(vec![0]))
+            .collect::<Vec<_>>()
+    };
+    out.produce(&pack(on_a(vec![TsMsg::time_tick(10)])))
+        .await
+        .expect("first tick");
+    let options = StreamOptions {
+        max_held_per_channel: 40,
+        ..StreamOptions::default()
+    };
+    let mut stream = TtMsgStream::new(client.clone(), options);
+    stream
+        .as_consumer(&[a.as_str()], "late", InitialPosition::Earliest)
+        .await
+        .expect("as_consumer");
+    let first = within("the first pack", stream.next_pack())
+        .await
+        .expect("open")
+        .expect("pack");
+    assert_eq!((first.begin_ts, first.end_ts, first.msgs.len()), (0, 10, 0));
+    // 11..=44 with a message at 5 in the middle (below the pack already cut), a tick at 50,
+    // then 45 messages with no tick: more than the channel may hold.
+    let mut msgs: Vec<TsMsg> = (11..=44).map(|i| insert(i, i as u64, 0)).collect();
+    msgs.insert(10, insert(5, 5, 0));
+    msgs.push(TsMsg::time_tick(50));
+    msgs.extend((51..=95).map(|i| insert(i, i as u64, 0)));
+    out.produce(&pack(on_a(msgs))).await.expect("the long run");
+    match within("the late message", stream.next_pack())
+        .await
+        .expect("open")
+    {
+        Err(Error::LateMessage { timestamp, .. }) => assert_eq!(timestamp, 5),
+        other => panic!("expected the late message, got {other:?}"),
+    }
+    let pack_50 = within("the pack up to 50", stream.next_pack())
+        .await
+        .expect("open")
+        .expect("pack");
+    assert_eq!((pack_50.begin_ts, pack_50.end_ts), (10, 50));
+    assert_eq!(
+        pack_50.msgs.iter().map(row_id).collect::<Vec<_>>(),
+        (11..=44).collect::<Vec<_>>()
+    );
+    let deadline = tokio::time::Instant::now() + super::WAIT;
+    while stream.stats().capped.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never capped");
+        let step =
+            tokio::time::timeout(std::time::Duration::from_millis(50), stream.next_pack()).await;
+        assert!(step.is_err(), "no pack before the next tick: {step:?}");
+    }
+    out.produce(&pack(on_a(vec![TsMsg::time_tick(100)])))
+        .await
+        .expect("the next tick");
+    let pack_100 = within("the pack after the cap", stream.next_pack())
+        .await
+        .expect("open")
+        .expect("pack");
+    assert_eq!(
+        pack_100.msgs.iter().map(row_id).collect::<Vec<_>>(),
+        (51..=95).collect::<Vec<_>>()
+    );
+    stream.close().await;
+}
+
 /// A consumer task that panics (here in an application decoder) ends the stream with an error
 /// naming the channel, instead of leaving `next_pack` waiting forever.
 pub async fn stream_ends_when_a_decoder_panics(client: Arc<dyn Client>) {

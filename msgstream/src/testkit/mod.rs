@@ -133,6 +133,7 @@ macro_rules! contract_tests {
             plain_commit_semantics,
             tt_commit_semantics,
             tt_caps_a_channel_without_ticks,
+            tt_late_message_in_a_long_run,
             stream_ends_when_a_decoder_panics,
             stream_interface_extras,
             plain_positions_carry_begin_ts,

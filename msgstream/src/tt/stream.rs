@@ -330,9 +330,6 @@ impl TtMsgStream {
                 }
             }
             let tick = batch.ends_with_tick();
-            if tick {
-                side.took_ticks(channel, 1);
-            }
             // One run: moved into the aligner as a block (a deque filled from empty is a
             // `Vec` in place).
             let mut msgs = Vec::from(std::mem::take(&mut batch.msgs));
@@ -343,6 +340,10 @@ impl TtMsgStream {
             let rest_tokens = batch.tokens.split_off(batch.tokens.len() - msgs.len());
             let done = std::mem::replace(&mut batch.tokens, rest_tokens);
             let passed_tick = tick && msgs.is_empty();
+            if passed_tick {
+                // Counted once taken: after a late message it is still to come.
+                side.took_ticks(channel, 1);
+            }
             let data = done.len() - usize::from(passed_tick);
             let mut done = done.into_iter();
             side.commits
