@@ -436,6 +436,21 @@ pub async fn tt_commit_semantics(client: Arc<dyn Client>) {
     }
 }
 
+/// Drives `stream` until it reports a capped channel, checking that no pack comes meanwhile
+/// (none can be cut before the capped channel ticks).
+async fn until_capped(stream: &mut TtMsgStream) {
+    let deadline = tokio::time::Instant::now() + super::WAIT;
+    while stream.stats().capped.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never capped");
+        let step =
+            tokio::time::timeout(std::time::Duration::from_millis(50), stream.next_pack()).await;
+        assert!(
+            step.is_err(),
+            "no pack before the capped channel ticks: {step:?}"
+        );
+    }
+}
+
 /// A channel that sends without ticking is capped: the stream stops reading it at
 /// `max_held_per_channel`, says so in its stats, and resumes by itself once the channel ticks.
 pub async fn tt_caps_a_channel_without_ticks(client: Arc<dyn Client>) {
@@ -468,13 +483,7 @@ pub async fn tt_caps_a_channel_without_ticks(client: Arc<dyn Client>) {
         .as_consumer(&[a.as_str(), b.as_str()], "cap", InitialPosition::Earliest)
         .await
         .expect("as_consumer");
-    let deadline = tokio::time::Instant::now() + super::WAIT;
-    while stream.stats().capped.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "never capped");
-        let step =
-            tokio::time::timeout(std::time::Duration::from_millis(50), stream.next_pack()).await;
-        assert!(step.is_err(), "no pack can be cut before a ticks: {step:?}");
-    }
+    until_capped(&mut stream).await;
     let capped = stream.stats().capped;
     assert_eq!(capped.len(), 1);
     assert_eq!(
@@ -549,13 +558,7 @@ pub async fn tt_late_message_in_a_long_run(client: Arc<dyn Client>) {
         pack_50.msgs.iter().map(row_id).collect::<Vec<_>>(),
         (11..=44).collect::<Vec<_>>()
     );
-    let deadline = tokio::time::Instant::now() + super::WAIT;
-    while stream.stats().capped.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "never capped");
-        let step =
-            tokio::time::timeout(std::time::Duration::from_millis(50), stream.next_pack()).await;
-        assert!(step.is_err(), "no pack before the next tick: {step:?}");
-    }
+    until_capped(&mut stream).await;
     out.produce(&pack(on_a(vec![TsMsg::time_tick(100)])))
         .await
         .expect("the next tick");

@@ -48,10 +48,34 @@ fn to_log(channel: &str, entries: &[Entry]) -> Vec<TsMsg> {
 }
 
 /// Drives an aligner over logs from the given cursors until every log is exhausted.
-fn drive(
-    mut aligner: TimetickAligner,
+fn drive(aligner: TimetickAligner, logs: &[Vec<TsMsg>], cursors: Vec<usize>) -> Vec<MsgPack> {
+    drive_pushing(aligner, logs, cursors, |pushed| {
+        pushed.expect("no late messages on a strict log")
+    })
+}
+
+/// [`drive`], handing each push's outcome to `outcome`.
+fn drive_pushing(
+    aligner: TimetickAligner,
     logs: &[Vec<TsMsg>],
     mut cursors: Vec<usize>,
+    outcome: impl Fn(crate::Result<()>),
+) -> Vec<MsgPack> {
+    drive_with(aligner, |aligner, c| {
+        let Some(msg) = logs[c].get(cursors[c]) else {
+            return false;
+        };
+        cursors[c] += 1;
+        outcome(aligner.push(c, msg.clone()));
+        true
+    })
+}
+
+/// The driver's loop: cuts every pack it can, else feeds the channel the aligner asks for
+/// through `feed`, until `feed` says that channel has nothing more.
+fn drive_with(
+    mut aligner: TimetickAligner,
+    mut feed: impl FnMut(&mut TimetickAligner, usize) -> bool,
 ) -> Vec<MsgPack> {
     let mut packs = Vec::new();
     loop {
@@ -62,13 +86,9 @@ fn drive(
         let Some(c) = aligner.next_channel() else {
             continue;
         };
-        let Some(msg) = logs[c].get(cursors[c]) else {
+        if !feed(&mut aligner, c) {
             return packs;
-        };
-        cursors[c] += 1;
-        aligner
-            .push(c, msg.clone())
-            .expect("no late messages on a strict log");
+        }
     }
 }
 
@@ -418,54 +438,18 @@ proptest! {
     }
 }
 
-/// [`drive`] from `positions`, where a message below a channel's floor may come after a late
-/// one: those are left out of the packs (and the late ones counted), not failures.
-fn drive_each(
-    aligner: &mut TimetickAligner,
-    logs: &[Vec<TsMsg>],
-    positions: &[MsgPosition],
-) -> Vec<MsgPack> {
-    let mut cursors: Vec<usize> = positions
-        .iter()
-        .map(|p| p.msg_id.clone().as_u64().expect("u64 id") as usize)
-        .collect();
-    let mut packs = Vec::new();
-    loop {
-        if let Some(pack) = aligner.pop_pack() {
-            packs.push(pack);
-            continue;
-        }
-        let Some(c) = aligner.next_channel() else {
-            continue;
-        };
-        let Some(msg) = logs[c].get(cursors[c]) else {
-            return packs;
-        };
-        cursors[c] += 1;
-        let _ = aligner.push(c, msg.clone());
-    }
-}
-
-/// [`drive_each`], feeding each channel in runs the way the tt stream does: from the cursor
+/// [`drive`], feeding each channel in runs the way the tt stream does: from the cursor
 /// up to and including the next tick, at most `cut` messages at a time.
 fn drive_runs(
-    mut aligner: TimetickAligner,
+    aligner: TimetickAligner,
     logs: &[Vec<TsMsg>],
     mut cursors: Vec<usize>,
     cut: usize,
 ) -> Vec<MsgPack> {
-    let mut packs = Vec::new();
-    loop {
-        if let Some(pack) = aligner.pop_pack() {
-            packs.push(pack);
-            continue;
-        }
-        let Some(c) = aligner.next_channel() else {
-            continue;
-        };
+    drive_with(aligner, |aligner, c| {
         let rest = &logs[c][cursors[c]..];
         if rest.is_empty() {
-            return packs;
+            return false;
         }
         let len = rest
             .iter()
@@ -479,7 +463,8 @@ fn drive_runs(
         // as the tt stream pushes it on its next call.
         while aligner.push_run(c, &mut msgs, &mut ends).is_err() {}
         assert!(msgs.is_empty() && ends.is_empty(), "a whole run is taken");
-    }
+        true
+    })
 }
 
 proptest! {
@@ -504,13 +489,15 @@ proptest! {
             for positions in [&packs[k].end_positions, &positions] {
                 let resumed = TimetickAligner::resume(positions, LatePolicy::Error)
                     .expect("positions");
-                let cursors = positions
+                let cursors: Vec<usize> = positions
                     .iter()
                     .map(|p| p.msg_id.clone().as_u64().expect("u64 id") as usize)
                     .collect();
-                let mut reference = TimetickAligner::resume(positions, LatePolicy::Error)
+                let reference = TimetickAligner::resume(positions, LatePolicy::Error)
                     .expect("positions");
-                let expected = drive_each(&mut reference, &logs, positions);
+                // A message below a channel's floor may come after a late one: those are
+                // left out of the packs (and the late ones counted), not failures.
+                let expected = drive_pushing(reference, &logs, cursors.clone(), drop);
                 prop_assert_eq!(drive_runs(resumed, &logs, cursors, cut), expected);
             }
         }
