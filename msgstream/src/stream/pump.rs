@@ -369,11 +369,11 @@ struct PumpContext {
 }
 
 impl PumpContext {
-    /// Decodes a message onto the end of `run`; `Err` with the decode error (naming the
-    /// channel and id) if it does not decode.
+    /// Decodes a message onto the end of the batch being built (`run`); `Err` with the decode
+    /// error (naming the channel and id) if it does not decode.
     ///
-    /// An insert (most of a data channel) is decoded in its place at the end of the run's
-    /// vector: the 520-byte message is written there once, not built aside and copied in (the
+    /// An insert (most of a data channel) is decoded in its place at the end of the batch's
+    /// block: the 520-byte message is written there once, not built aside and copied in (the
     /// fast decoder fills a default request field by field). Any other message, or an insert
     /// the fast decoder leaves to prost, goes through the registry's general decoder.
     #[inline]

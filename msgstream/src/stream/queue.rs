@@ -1,10 +1,10 @@
 //! The queue between pumps and their stream: bounded in deliveries, moved in batches.
 //!
-//! A pump hands over what one receive gave it in one send (its runs, see [`super::batch`]),
+//! A pump hands over what one receive gave it in one send (its batches, see [`super::batch`]),
 //! and the stream takes a whole batch at a time, so the channel's send, receive and wake-up
-//! are paid per receive and per run, not per message. The bound stays one of messages, as
+//! are paid per receive and per batch, not per message. The bound stays one of messages, as
 //! `StreamOptions::buffer` promises: a pump sends only as many deliveries as there is room for
-//! (at least one, as soon as there is room for one, splitting a run if it must), and they keep
+//! (at least one, as soon as there is room for one, splitting a batch if it must), and they keep
 //! their room until the stream has taken their batch (or, for what it puts back with
 //! [`QueueReader::unread`], until it takes them again). So at any moment the messages queued
 //! number at most the capacity, as they did in a queue of single messages; and a message
