@@ -30,21 +30,12 @@ struct ConsumerSide {
     handed: Vec<Option<MessageId>>,
     /// A permanent failure ended the stream.
     failed: bool,
-    /// The batch being handed over, one message per pack.
-    handing: Option<Handing>,
+    /// The batch being handed over, one message per pack (boxed: one allocation per batch
+    /// keeps the stream itself small).
+    handing: Option<Box<Batch>>,
 }
 
-/// A batch taken from the queue, handed over one delivery at a time.
-struct Handing {
-    channel: usize,
-    generation: u64,
-    msgs: std::collections::vec_deque::IntoIter<TsMsg>,
-    tokens: std::collections::vec_deque::IntoIter<AckToken>,
-    failure: Option<(Error, Option<AckToken>)>,
-    closed: bool,
-}
-
-/// One delivery of a [`Handing`], moved once, straight into the pack it becomes: boxing the
+/// One delivery of a batch, moved once, straight into the pack it becomes: boxing the
 /// message would add an allocation per message.
 #[allow(clippy::large_enum_variant)]
 enum Handed {
@@ -53,30 +44,15 @@ enum Handed {
     Closed,
 }
 
-impl From<Batch> for Handing {
-    fn from(batch: Batch) -> Self {
-        Handing {
-            channel: batch.channel,
-            generation: batch.generation,
-            msgs: batch.msgs.into_iter(),
-            tokens: batch.tokens.into_iter(),
-            failure: batch.failure,
-            closed: batch.closed,
-        }
+/// The next delivery of `batch`, in its order: messages, the failure, the end.
+fn next_delivery(batch: &mut Batch) -> Option<Handed> {
+    if let Some((msg, _, token)) = batch.pop_front() {
+        return Some(Handed::Msg(msg, token));
     }
-}
-
-impl Handing {
-    /// The next delivery, in the batch's order: messages, the failure, the end.
-    fn next(&mut self) -> Option<Handed> {
-        if let (Some(msg), Some(token)) = (self.msgs.next(), self.tokens.next()) {
-            return Some(Handed::Msg(msg, token));
-        }
-        if let Some((error, token)) = self.failure.take() {
-            return Some(Handed::Failed(error, token));
-        }
-        std::mem::take(&mut self.closed).then_some(Handed::Closed)
+    if let Some((error, token)) = batch.failure.take() {
+        return Some(Handed::Failed(error, token));
     }
+    std::mem::take(&mut batch.closed).then_some(Handed::Closed)
 }
 
 impl ConsumerSide {
@@ -194,13 +170,13 @@ impl MsgStream {
                         .pumps
                         .is_current_in(handing.channel, handing.generation) =>
                 {
-                    handing.next().map(|handed| (handing.channel, handed))
+                    next_delivery(handing).map(|handed| (handing.channel, handed))
                 }
                 _ => None,
             };
             let Some((channel, handed)) = next else {
                 let batch = side.rx.recv().await?;
-                side.handing = side.pumps.is_current(&batch).then(|| Handing::from(batch));
+                side.handing = side.pumps.is_current(&batch).then(|| Box::new(batch));
                 continue;
             };
             let (token, outcome) = match handed {
