@@ -293,7 +293,8 @@ impl Rocksmq {
             tracing::warn!(%error, "rocksmq: writing the staged acks at close failed");
         }
         {
-            let _writes = self.inner.writer.exclusive();
+            let mut writes = self.inner.writer.exclusive();
+            writes.release_database();
             self.inner.store.close();
         }
         for topic in self.inner.topics.all() {

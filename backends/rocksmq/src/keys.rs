@@ -55,9 +55,12 @@ pub(crate) fn topic_floor_key(topic: u64) -> [u8; 9] {
     key
 }
 
+/// Length of a [`message_key`]: topic id, then message id, both big-endian.
+pub(crate) const MESSAGE_KEY_LEN: usize = 16;
+
 /// Key of message `id` of `topic` in [`CF_MESSAGES`], [`CF_PROPERTIES`] and [`CF_PAGES`].
-pub(crate) fn message_key(topic: u64, id: u64) -> [u8; 16] {
-    let mut key = [0u8; 16];
+pub(crate) fn message_key(topic: u64, id: u64) -> [u8; MESSAGE_KEY_LEN] {
+    let mut key = [0u8; MESSAGE_KEY_LEN];
     key[..8].copy_from_slice(&topic.to_be_bytes());
     key[8..].copy_from_slice(&id.to_be_bytes());
     key

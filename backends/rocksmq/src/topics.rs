@@ -36,6 +36,39 @@ pub(crate) struct Tail {
     pub page_bytes: u64,
 }
 
+/// A [`Tail`] in atomics rather than under a mutex: a single-message append reads and moves
+/// it once each, and four lock operations were a tenth of the writer's own cost. One writer at a
+/// time stores it (the commit lock serialises them), so plain loads and stores suffice.
+struct TailCell {
+    next_id: AtomicU64,
+    page_first: AtomicU64,
+    page_bytes: AtomicU64,
+}
+
+impl TailCell {
+    fn new(tail: Tail) -> TailCell {
+        TailCell {
+            next_id: AtomicU64::new(tail.next_id),
+            page_first: AtomicU64::new(tail.page_first),
+            page_bytes: AtomicU64::new(tail.page_bytes),
+        }
+    }
+
+    fn load(&self) -> Tail {
+        Tail {
+            next_id: self.next_id.load(Ordering::Acquire),
+            page_first: self.page_first.load(Ordering::Acquire),
+            page_bytes: self.page_bytes.load(Ordering::Acquire),
+        }
+    }
+
+    fn store(&self, tail: Tail) {
+        self.page_first.store(tail.page_first, Ordering::Release);
+        self.page_bytes.store(tail.page_bytes, Ordering::Release);
+        self.next_id.store(tail.next_id, Ordering::Release);
+    }
+}
+
 /// One live topic.
 pub(crate) struct TopicState {
     /// Name as given by users.
@@ -43,7 +76,7 @@ pub(crate) struct TopicState {
     /// Numeric id, the key prefix of everything of this topic.
     pub id: u64,
     /// Next id and open page; changed only by the writer while it holds the commit lock.
-    pub tail: Mutex<Tail>,
+    tail: TailCell,
     /// The next id readers may see (everything below it is in the WAL). The writer raises it
     /// after each write, then notifies `wakeup`.
     visible: AtomicU64,
@@ -65,18 +98,13 @@ impl TopicState {
         Arc::new(TopicState {
             name,
             id,
-            tail: Mutex::new(tail),
+            tail: TailCell::new(tail),
             visible: AtomicU64::new(tail.next_id),
             wakeup: Notify::new(),
             waiters: AtomicUsize::new(0),
             destroyed: AtomicBool::new(false),
             has_properties: AtomicBool::new(has_properties),
         })
-    }
-
-    /// Whether the topic was not destroyed.
-    pub fn is_live(&self) -> bool {
-        !self.destroyed.load(Ordering::Acquire)
     }
 
     /// `InvalidArgument` once the topic was destroyed.
@@ -90,12 +118,15 @@ impl TopicState {
         Ok(())
     }
 
-    /// The current tail (a copy).
+    /// The current tail (a copy). Exact under the writer's commit lock; without it, each field
+    /// is one a commit left (callers outside the writer read one field).
     pub fn tail(&self) -> Tail {
-        match self.tail.lock() {
-            Ok(tail) => *tail,
-            Err(poisoned) => *poisoned.into_inner(),
-        }
+        self.tail.load()
+    }
+
+    /// Moves the tail; only the writer calls it, under its commit lock.
+    pub fn set_tail(&self, tail: Tail) {
+        self.tail.store(tail);
     }
 
     /// Wakes every waiter without publishing anything new.

@@ -11,7 +11,7 @@ use super::reader::MemoryReader;
 use super::BACKEND;
 use crate::mq::{
     validate_channel_name, Capabilities, Client, Consumer, ConsumerOptions, InitialPosition,
-    MessageId, Producer, ProducerMessage, Reader, ReaderOptions, SubscriptionInfo,
+    MessageId, Producer, ProducerMessage, Reader, ReaderOptions, Sending, SubscriptionInfo,
 };
 use crate::{Error, Result};
 
@@ -211,10 +211,12 @@ impl Producer for MemoryProducer {
         &self.topic
     }
 
-    async fn send(&self, message: ProducerMessage) -> Result<MessageId> {
-        let mut ids = self.send_batch(vec![message]).await?;
-        ids.pop()
-            .ok_or_else(|| Error::backend(BACKEND, "batch of one returned no id"))
+    fn send(&self, message: ProducerMessage) -> Sending<'_> {
+        Sending::new(async move {
+            let mut ids = self.send_batch(vec![message]).await?;
+            ids.pop()
+                .ok_or_else(|| Error::backend(BACKEND, "batch of one returned no id"))
+        })
     }
 
     async fn send_batch(&self, messages: Vec<ProducerMessage>) -> Result<Vec<MessageId>> {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    Capabilities, ConsumerOptions, Message, MessageId, ProducerMessage, ReaderOptions,
+    Capabilities, ConsumerOptions, Message, MessageId, ProducerMessage, ReaderOptions, Sending,
     SubscriptionInfo,
 };
 use crate::Result;
@@ -127,8 +127,14 @@ pub trait Producer: Send + Sync {
     /// The channel written to.
     fn topic(&self) -> &str;
 
-    /// Appends one message; returns its id once the backend has acknowledged it.
-    async fn send(&self, message: ProducerMessage) -> Result<MessageId>;
+    /// Appends one message; the returned future resolves to its id once the backend has
+    /// acknowledged it.
+    ///
+    /// The send may start when called, before the future is first polled (the embedded queue
+    /// writes an uncontended message right away and returns the answer ready; see [`Sending`]):
+    /// a message handed to `send` may be written even if the future is dropped unpolled, and
+    /// a dropped future never takes back a message already on its way.
+    fn send(&self, message: ProducerMessage) -> Sending<'_>;
 
     /// Appends several messages in order; backends override this to write them in one batch.
     async fn send_batch(&self, messages: Vec<ProducerMessage>) -> Result<Vec<MessageId>> {

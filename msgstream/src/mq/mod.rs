@@ -9,6 +9,7 @@ mod capabilities;
 mod client;
 mod message;
 mod options;
+mod sending;
 
 pub use capabilities::{Capabilities, Ordering};
 pub use client::{Acker, Client, Consumer, Producer, Reader};
@@ -16,3 +17,4 @@ pub use message::{Delivery, Message, MessageId, ProducerMessage, Properties};
 pub use options::{
     validate_channel_name, ConsumerOptions, InitialPosition, ReaderOptions, SubscriptionInfo,
 };
+pub use sending::Sending;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use msgstream::mq::{MessageId, Producer, ProducerMessage};
+use msgstream::mq::{MessageId, Producer, ProducerMessage, Sending};
 use msgstream::{Error, Result};
 
 use super::client::Shared;
@@ -53,30 +53,32 @@ impl Producer for NsqProducer {
         &self.topic
     }
 
-    async fn send(&self, message: ProducerMessage) -> Result<MessageId> {
-        self.check()?;
-        let client = &self.shared.producer;
-        match self.shared.partition() {
-            Some(partition) => {
-                let body = encode(0, &message.payload, &message.properties);
-                let receipt = client
-                    .publish_trace(&self.topic, partition, 0, &body)
-                    .await
-                    .map_err(map_err)?;
-                Ok(Position {
-                    partition,
-                    offset: receipt.offset,
-                    raw_size: receipt.raw_size,
+    fn send(&self, message: ProducerMessage) -> Sending<'_> {
+        Sending::new(async move {
+            self.check()?;
+            let client = &self.shared.producer;
+            match self.shared.partition() {
+                Some(partition) => {
+                    let body = encode(0, &message.payload, &message.properties);
+                    let receipt = client
+                        .publish_trace(&self.topic, partition, 0, &body)
+                        .await
+                        .map_err(map_err)?;
+                    Ok(Position {
+                        partition,
+                        offset: receipt.offset,
+                        raw_size: receipt.raw_size,
+                    }
+                    .id())
                 }
-                .id())
+                None => {
+                    let id = next_id();
+                    let body = encode(id, &message.payload, &message.properties);
+                    client.publish(&self.topic, &body).await.map_err(map_err)?;
+                    Ok(MessageId::from_u64(id))
+                }
             }
-            None => {
-                let id = next_id();
-                let body = encode(id, &message.payload, &message.properties);
-                client.publish(&self.topic, &body).await.map_err(map_err)?;
-                Ok(MessageId::from_u64(id))
-            }
-        }
+        })
     }
 
     async fn send_batch(&self, messages: Vec<ProducerMessage>) -> Result<Vec<MessageId>> {

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use msgstream::mq::{MessageId, Producer, ProducerMessage};
+use msgstream::mq::{MessageId, Producer, ProducerMessage, Sending};
 use msgstream::{Error, Result};
 
 use super::client::Shared;
@@ -59,15 +59,17 @@ impl Producer for RocketMqProducer {
         &self.channel
     }
 
-    async fn send(&self, message: ProducerMessage) -> Result<MessageId> {
-        self.check_open()?;
-        let sent = self
-            .shared
-            .producer
-            .send(&self.outgoing(message), &self.queue)
-            .await?;
-        self.shared.produced(&sent.queue, sent.queue_offset);
-        Ok(id_of(sent.queue_offset))
+    fn send(&self, message: ProducerMessage) -> Sending<'_> {
+        Sending::new(async move {
+            self.check_open()?;
+            let sent = self
+                .shared
+                .producer
+                .send(&self.outgoing(message), &self.queue)
+                .await?;
+            self.shared.produced(&sent.queue, sent.queue_offset);
+            Ok(id_of(sent.queue_offset))
+        })
     }
 
     async fn send_batch(&self, messages: Vec<ProducerMessage>) -> Result<Vec<MessageId>> {

@@ -1,12 +1,14 @@
 //! Throughput and latency of the rocksmq queue, side by side with raw RocksDB.
 //!
 //! Run: `cargo bench -p msgstream-rocksmq --bench queue` (`MSGSTREAM_BENCH_QUICK=1`: a few
-//! minutes). Every figure is the median of several runs, each on a fresh database; every
-//! `ratio=` is the median of the ratios of paired runs (ours and the reference back to back).
+//! minutes). Every figure is the median of several runs or rounds; every `ratio=` is the median
+//! of the ratios of paired runs (ours and the reference back to back).
 //!
-//! - produce: msgs/s and MB/s through `Producer::send_batch`, and through raw `WriteBatch` puts
-//!   of the same keys and payloads into the same column family with the same options (the
-//!   physical reference), for 128 B and 1 KiB payloads and batches of 1, 64 and 1024;
+//! - produce: msgs/s and MB/s through `Producer::send` (batches of one) or `send_batch`, and
+//!   through raw `WriteBatch` puts of the same keys and payloads into the same column family
+//!   with the same options (the physical reference), for 128 B and 1 KiB payloads and batches
+//!   of 1, 64 and 1024; each side keeps one database per case and writes it in 30 rounds of a
+//!   chunk each, the two chunks of a round back to back (see `throughput.rs`);
 //! - consume: the queue is filled and closed, and its files settled (WAL flushed, messages
 //!   compacted, so both sides read the same tables); then raw RocksDB opens those very files and
 //!   iterates the messages column family, copying each value into an owned `Bytes` (the least a

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use msgstream::mq::{Client, ConsumerOptions, InitialPosition};
+use msgstream::mq::{Client, ConsumerOptions, InitialPosition, Producer, ProducerMessage};
 use msgstream_rocksmq::{column_family_options, database_options, RocksmqClient};
 use rocksdb::{ColumnFamilyDescriptor, WriteBatch, DB};
 
@@ -15,7 +15,15 @@ const CONSUME_RUNS: usize = 3;
 /// `CONSUME_RUNS × CONSUME_PASSES` passes per side, so one invocation can be trusted.
 const CONSUME_PASSES: usize = 3;
 
-/// Every produce case: 128 B and 1 KiB payloads, batches of 1, 64 and 1024.
+/// Rounds per produce case. Each side keeps one database for the whole case and writes one
+/// chunk per round, the two chunks back to back (which goes first alternates), so that a pair
+/// is measured within a fraction of a second: this machine's speed drifts by a fifth from one
+/// second to the next, and runs on fresh databases a second apart gave single ratios anywhere
+/// between 0.65 and 0.96 for the same two builds.
+const PRODUCE_ROUNDS: usize = 30;
+
+/// Every produce case: 128 B and 1 KiB payloads, batches of 1, 64 and 1024. Each side writes
+/// as many messages as `RUNS` runs of the scale's count, in `PRODUCE_ROUNDS` chunks.
 pub fn produce_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
     for payload in chosen("MSGSTREAM_BENCH_PAYLOADS", &[128, 1024]) {
         for batch in chosen("MSGSTREAM_BENCH_BATCHES", &[1, 64, 1024]) {
@@ -24,17 +32,34 @@ pub fn produce_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
             } else {
                 scale.produce_msgs
             };
+            let batches_per_chunk = (total * RUNS / PRODUCE_ROUNDS / batch).max(1);
+            let payload_bytes = vec![0x5a; payload];
+            let chunk = || -> Vec<_> {
+                (0..batches_per_chunk)
+                    .map(|_| batch_of(&payload_bytes, batch))
+                    .collect()
+            };
+            let ours_dir = tempfile::tempdir().expect("tempdir");
+            let (client, producer) = runtime.block_on(async {
+                let client = RocksmqClient::open(queue_options(&ours_dir)).expect("open");
+                let producer = client.create_producer("bench").await.expect("producer");
+                (client, producer)
+            });
+            let mut raw_side = RawProducer::open();
             let (mut ours, mut raw) = (Vec::new(), Vec::new());
-            for run in 0..RUNS {
-                // Alternate which side goes first, so neither always follows the other.
-                if run % 2 == 0 {
-                    raw.push(produce_raw(payload, batch, total));
-                }
-                ours.push(runtime.block_on(produce_ours(payload, batch, total)));
-                if run % 2 == 1 {
-                    raw.push(produce_raw(payload, batch, total));
+            for round in 0..PRODUCE_ROUNDS {
+                // Built before either clock starts: the same owned messages for both sides.
+                let (for_ours, for_raw) = (chunk(), chunk());
+                if round % 2 == 0 {
+                    raw.push(raw_side.write(for_raw));
+                    ours.push(runtime.block_on(produce_ours(producer.as_ref(), for_ours)));
+                } else {
+                    ours.push(runtime.block_on(produce_ours(producer.as_ref(), for_ours)));
+                    raw.push(raw_side.write(for_raw));
                 }
             }
+            runtime.block_on(client.close());
+            raw_side.close();
             let ratio = paired_ratio(&ours, &raw);
             let (ours, raw) = (median(ours), median(raw));
             let mb = |rate: f64| rate * payload as f64 / 1e6;
@@ -92,14 +117,9 @@ pub fn consume_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
     }
 }
 
-async fn produce_ours(payload_size: usize, batch: usize, total: usize) -> f64 {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let client = RocksmqClient::open(queue_options(&dir)).expect("open");
-    let producer = client.create_producer("bench").await.expect("producer");
-    let payload = vec![0x5a; payload_size];
-    let batches: Vec<_> = (0..total / batch)
-        .map(|_| batch_of(&payload, batch))
-        .collect();
+/// Sends `batches` through `producer`; returns messages per second.
+async fn produce_ours(producer: &dyn Producer, batches: Vec<Vec<ProducerMessage>>) -> f64 {
+    let count: usize = batches.iter().map(Vec::len).sum();
     let start = Instant::now();
     for mut messages in batches {
         // One message at a time goes through `send`, the call an application sending single
@@ -115,36 +135,49 @@ async fn produce_ours(payload_size: usize, batch: usize, total: usize) -> f64 {
             None => {}
         }
     }
-    let rate = (total / batch * batch) as f64 / start.elapsed().as_secs_f64();
-    client.close().await;
-    rate
+    count as f64 / start.elapsed().as_secs_f64()
 }
 
-fn produce_raw(payload_size: usize, batch: usize, total: usize) -> f64 {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = raw_db(&dir);
-    let cf = db.cf_handle("messages").expect("cf");
-    let write_options = rocksdb::WriteOptions::default();
-    let payload = vec![0x5a; payload_size];
-    // The same owned payloads the queue is handed, built before the clock starts.
-    let batches: Vec<_> = (0..total / batch)
-        .map(|_| batch_of(&payload, batch))
-        .collect();
-    let start = Instant::now();
-    let mut id = 1;
-    for messages in batches {
-        let mut write = WriteBatch::default();
-        for message in &messages {
-            write.put_cf(cf, key(id), &message.payload);
-            id += 1;
+/// The physical reference of a produce case: raw `WriteBatch` puts of the same keys and
+/// payloads into the same column family with the same options, one write per batch.
+struct RawProducer {
+    db: DB,
+    next_id: u64,
+    _dir: tempfile::TempDir,
+}
+
+impl RawProducer {
+    fn open() -> RawProducer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        RawProducer {
+            db: raw_db(&dir),
+            next_id: 1,
+            _dir: dir,
         }
-        db.write_opt(write, &write_options).expect("write");
     }
-    let rate = (total / batch * batch) as f64 / start.elapsed().as_secs_f64();
-    // Untimed, as the queue's close does: without it the directory is deleted with ~1 GB of
-    // unsynced pages, and the kernel's clean-up slows whichever run comes next by up to 30 %.
-    db.flush_wal(true).expect("sync the WAL");
-    rate
+
+    /// Writes `batches`; returns messages per second.
+    fn write(&mut self, batches: Vec<Vec<ProducerMessage>>) -> f64 {
+        let cf = self.db.cf_handle("messages").expect("cf");
+        let write_options = rocksdb::WriteOptions::default();
+        let count: usize = batches.iter().map(Vec::len).sum();
+        let start = Instant::now();
+        for messages in batches {
+            let mut write = WriteBatch::default();
+            for message in &messages {
+                write.put_cf(cf, key(self.next_id), &message.payload);
+                self.next_id += 1;
+            }
+            self.db.write_opt(write, &write_options).expect("write");
+        }
+        count as f64 / start.elapsed().as_secs_f64()
+    }
+
+    /// Syncs the WAL, as the queue's close does: without it the directory is deleted with
+    /// gigabytes of unsynced pages, and the kernel's clean-up slows whatever comes next.
+    fn close(self) {
+        self.db.flush_wal(true).expect("sync the WAL");
+    }
 }
 
 /// Produces `total` messages of `payload_size` bytes through the queue into `dir`, then closes

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use msgstream::mq::{MessageId, Producer, ProducerMessage};
+use msgstream::mq::{MessageId, Producer, ProducerMessage, Sending};
 use msgstream::{Error, Result};
 
 use crate::engine::Produced;
@@ -36,20 +36,21 @@ impl Producer for RocksmqProducer {
         &self.topic.name
     }
 
-    async fn send(&self, message: ProducerMessage) -> Result<MessageId> {
+    fn send(&self, message: ProducerMessage) -> Sending<'_> {
         if self.closed.load(Ordering::Acquire) {
-            return Err(Error::Closed("rocksmq producer"));
+            return Sending::ready(Err(Error::Closed("rocksmq producer")));
         }
-        // Awaits only when there is something to wait for: an uncontended buffered send is
-        // written by `start_produce` itself.
-        let ids = match self
-            .engine
-            .start_produce(&self.topic, Batch::One(message))?
-        {
-            Produced::Written(ids) => ids,
-            waiting => waiting.ids().await?,
-        };
-        Ok(MessageId::from_u64(ids.start))
+        // An uncontended buffered send is written by `start_produce` itself, before this
+        // returns: its answer goes back ready, with no future to allocate. Only a send queued
+        // behind another write, or waiting for a sync, has something to await.
+        match self.engine.start_produce(&self.topic, Batch::One(message)) {
+            Ok(Produced::Written(ids)) => Sending::ready(Ok(MessageId::from_u64(ids.start))),
+            Ok(waiting) => Sending::new(async move {
+                let ids = waiting.ids().await?;
+                Ok(MessageId::from_u64(ids.start))
+            }),
+            Err(e) => Sending::ready(Err(e)),
+        }
     }
 
     async fn send_batch(&self, messages: Vec<ProducerMessage>) -> Result<Vec<MessageId>> {

@@ -27,7 +27,7 @@
 //! the last commit, so a lone producer that stops costs a fraction of one sync, once.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -35,10 +35,10 @@ use msgstream::mq::ProducerMessage;
 use msgstream::{Error, Result};
 use tokio::sync::oneshot;
 
-use crate::codec::{encode_properties, PageRecord};
-use crate::keys::{message_key, CF_MESSAGES, CF_PAGES, CF_PROPERTIES};
-use crate::store::{Store, BACKEND};
+use crate::store::{Db, Store, BACKEND};
 use crate::topics::{Tail, TopicState};
+
+use append::{batch_bytes, Appender};
 
 /// Where a producer waits for its ids.
 pub(crate) type Reply = oneshot::Sender<Result<Range<u64>>>;
@@ -52,10 +52,14 @@ struct Request {
 #[derive(Default)]
 struct Queue {
     pending: Vec<Request>,
-    leading: bool,
     /// A synced leader waits on [`Writer::arrived`]: enqueue must wake it.
     lingering: bool,
 }
+
+/// [`Writer::state`]: set while a leader commits.
+const LEADING: usize = 1;
+/// [`Writer::state`]: one queued request (the count sits above the [`LEADING`] bit).
+const QUEUED: usize = 2;
 
 /// The longest a synced leader waits for the producers it just answered (see the module docs).
 pub(crate) const MAX_LINGER: Duration = Duration::from_micros(200);
@@ -64,12 +68,31 @@ pub(crate) const MAX_LINGER: Duration = Duration::from_micros(200);
 /// allocates nothing of its own (a single-message append is as lean as a raw put).
 #[derive(Default)]
 pub(crate) struct CommitScratch {
-    /// The tails a commit moves: topic id, which batch's topic (0: the leader's own, `i + 1`:
-    /// the group's `i`-th), new tail. By position rather than by `Arc`, so that filling it
-    /// costs no reference count.
+    /// The tails a commit moves: topic id, the group's first request of that topic, new tail.
+    /// By position rather than by `Arc`, so that filling it costs no reference count.
     tails: Vec<(u64, usize, Tail)>,
     /// The group's answers, in the group's order.
     answers: Vec<Result<Range<u64>>>,
+    /// The database, taken from the store at the first commit and kept until
+    /// [`CommitScratch::release_database`].
+    db: Option<Arc<rocksdb::DB>>,
+}
+
+/// The database kept in `slot`, taken from the store at the first commit; `Error::Closed`
+/// once the store is closed.
+fn database<'a>(slot: &'a mut Option<Arc<rocksdb::DB>>, store: &Store) -> Result<&'a rocksdb::DB> {
+    if slot.is_none() {
+        *slot = store.shared();
+    }
+    slot.as_deref().ok_or(Error::Closed("rocksmq client"))
+}
+
+impl CommitScratch {
+    /// Drops the writer's handle of the database, so that closing the store closes it: call
+    /// under the commit lock, before [`Store::close`]. A later commit finds the store closed.
+    pub(crate) fn release_database(&mut self) {
+        self.db = None;
+    }
 }
 
 /// What a caller of [`Writer::enqueue`] does next.
@@ -126,6 +149,13 @@ impl Drop for LeaderGuard<'_> {
 
 /// The single write path of message data.
 pub(crate) struct Writer {
+    /// Whether a leader commits ([`LEADING`]) and how many requests are queued for it (in
+    /// [`QUEUED`]s), in one word, so that an uncontended append takes and gives up the
+    /// leadership with one atomic each and never touches the queue's lock. The count changes
+    /// only under that lock, and always equals `queue.pending.len()` there; the leadership is
+    /// taken lock-free only when the word is 0 and given up lock-free only when it is exactly
+    /// [`LEADING`] (nothing queued), so no request is queued behind a leader that left.
+    state: AtomicUsize,
     queue: Mutex<Queue>,
     /// Signalled when a batch is queued while the leader lingers.
     arrived: Condvar,
@@ -167,6 +197,7 @@ impl Writer {
     /// an fsync, in which case the engine runs the leader on a blocking thread.
     pub fn new(page_size: u64, syncs: bool) -> Writer {
         Writer {
+            state: AtomicUsize::new(0),
             queue: Mutex::default(),
             arrived: Condvar::new(),
             linger_bound: None,
@@ -218,24 +249,63 @@ impl Writer {
             let next = topic.tail().next_id;
             return Ok(Role::Done(next..next));
         }
-        let mut queue = lock(&self.queue);
-        if queue.leading {
-            let (reply, answer) = oneshot::channel();
-            queue.pending.push(Request {
-                topic: topic.clone(),
-                messages,
-                reply,
-            });
-            if queue.lingering {
-                self.arrived.notify_one();
-            }
-            return Ok(Role::Follow(answer));
+        // Uncontended: nobody leads and (so) nothing is queued. The new leader's first commit
+        // is its own batch, written straight from the caller's hands: an uncontended append
+        // builds no request and no group.
+        if self.try_lead() {
+            return Ok(Role::Lead(messages));
         }
-        // Nothing is queued while nobody leads (a leader stops only on an empty queue), so the
-        // new leader's first commit is its own batch, written straight from the caller's hands:
-        // an uncontended append builds no request and no group.
-        queue.leading = true;
-        Ok(Role::Lead(messages))
+        let mut queue = lock(&self.queue);
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            if state & LEADING == 0 {
+                // The leader left since: lead instead (nothing is queued without a leader).
+                if self.try_lead() {
+                    return Ok(Role::Lead(messages));
+                }
+                state = self.state.load(Ordering::Acquire);
+                continue;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state + QUEUED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => state = now,
+            }
+        }
+        let (reply, answer) = oneshot::channel();
+        queue.pending.push(Request {
+            topic: topic.clone(),
+            messages,
+            reply,
+        });
+        if queue.lingering {
+            self.arrived.notify_one();
+        }
+        Ok(Role::Follow(answer))
+    }
+
+    /// Takes the leadership if nobody holds it (and so nothing is queued).
+    fn try_lead(&self) -> bool {
+        self.state
+            .compare_exchange(0, LEADING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Takes every queued request, under the queue's lock; the leadership stays taken. Gives it
+    /// up instead, and returns `None`, if nothing is queued.
+    fn take_pending(&self, queue: &mut Queue) -> Option<Vec<Request>> {
+        // Under the lock nobody else changes the word: only lock-free `try_lead` could, and it
+        // fails while a leader holds it.
+        if queue.pending.is_empty() {
+            self.state.store(0, Ordering::Release);
+            return None;
+        }
+        self.state.store(LEADING, Ordering::Release);
+        Some(std::mem::take(&mut queue.pending))
     }
 
     /// Gives up the leadership of a leader that will not commit (its commit panicked, or its
@@ -244,8 +314,9 @@ impl Writer {
     pub(crate) fn hand_back(&self, error: impl Fn() -> Error) {
         let pending = {
             let mut queue = lock(&self.queue);
-            queue.leading = false;
-            std::mem::take(&mut queue.pending)
+            let pending = std::mem::take(&mut queue.pending);
+            self.state.store(0, Ordering::Release);
+            pending
         };
         for request in pending {
             let _ = request.reply.send(Err(error()));
@@ -253,7 +324,8 @@ impl Writer {
     }
 
     /// Commits the leader's own batch (`own`, of `topic`), then keeps committing whatever was
-    /// queued meanwhile until the queue is empty. Returns the leader's own answer.
+    /// queued meanwhile until the queue is empty. Returns the leader's own answer as soon as
+    /// the queue is empty: the caller of an uncontended append waits for nothing but its write.
     ///
     /// If a commit panics, the leadership is handed back and every queued producer is answered
     /// with an error on the way out, so no later producer waits forever.
@@ -264,8 +336,16 @@ impl Writer {
         topic: &Arc<TopicState>,
         own: &Batch,
     ) -> Result<Range<u64>> {
-        let mine = self.lead_from(store, Some((topic, own.as_slice())), Vec::new());
-        mine.unwrap_or_else(|| Err(Error::Closed("rocksmq client")))
+        let mut guard = LeaderGuard {
+            writer: self,
+            done: false,
+        };
+        let started = self.syncs.then(Instant::now);
+        let mine = self.commit_alone(store, topic, own.as_slice());
+        let last_commit = started.map_or(Duration::ZERO, |started| started.elapsed());
+        self.keep_leading(store, 1, last_commit);
+        guard.done = true;
+        mine
     }
 
     /// [`Writer::lead`] for a leader whose commits run on another thread and may go on after
@@ -278,53 +358,55 @@ impl Writer {
         own: Batch,
         reply: Reply,
     ) {
-        let request = Request {
-            topic,
-            messages: own,
-            reply,
-        };
-        self.lead_from(store, None, vec![request]);
-    }
-
-    /// The leader's loop: commits `own` and `first` in one write, then every group queued
-    /// meanwhile. Returns the answer for `own`.
-    #[inline]
-    fn lead_from(
-        &self,
-        store: &Store,
-        own: Option<(&Arc<TopicState>, &[ProducerMessage])>,
-        first: Vec<Request>,
-    ) -> Option<Result<Range<u64>>> {
         let mut guard = LeaderGuard {
             writer: self,
             done: false,
         };
+        let first = vec![Request {
+            topic,
+            messages: own,
+            reply,
+        }];
         // Batches expected back after each commit: the ones just answered, plus those queued
         // before the answers went out (they came from earlier groups). Only a synced leader
         // lingers for them, and only it needs the clock.
-        let mut expected = first.len() + usize::from(own.is_some());
+        let mut expected = first.len();
         let started = self.syncs.then(Instant::now);
-        let mine = self.commit_group(store, own, first, &mut expected);
-        let mut last_commit = started.map_or(Duration::ZERO, |started| started.elapsed());
+        self.commit_group(store, first, &mut expected);
+        let last_commit = started.map_or(Duration::ZERO, |started| started.elapsed());
+        self.keep_leading(store, expected, last_commit);
+        guard.done = true;
+    }
+
+    /// The leader's loop after its first commit: commits every group queued meanwhile, then
+    /// gives up the leadership once nothing is queued.
+    #[inline]
+    fn keep_leading(&self, store: &Store, mut expected: usize, mut last_commit: Duration) {
         loop {
+            // Nothing queued (the usual case of a buffered leader): step down without the lock.
+            if !self.syncs
+                && self
+                    .state
+                    .compare_exchange(LEADING, 0, Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
             let group = {
                 let mut queue = lock(&self.queue);
                 if self.syncs {
                     queue = self.linger(queue, expected, last_commit);
                 }
-                if queue.pending.is_empty() {
-                    queue.leading = false;
-                    break;
+                match self.take_pending(&mut queue) {
+                    Some(group) => group,
+                    None => return,
                 }
-                std::mem::take(&mut queue.pending)
             };
             expected = group.len();
             let started = self.syncs.then(Instant::now);
-            self.commit_group(store, None, group, &mut expected);
+            self.commit_group(store, group, &mut expected);
             last_commit = started.map_or(Duration::ZERO, |started| started.elapsed());
         }
-        guard.done = true;
-        mine
     }
 
     /// Waits until `expected` batches are queued (the producers just answered are back), at
@@ -353,74 +435,85 @@ impl Writer {
         queue
     }
 
-    /// Writes `own` (the leader's batch, answered by return value) and `group` in one batch and
-    /// answers the followers; returns the answer for `own` (`None` without one). Under synced
-    /// writes, adds to `expected` the batches queued before the answers go out.
-    fn commit_group(
+    /// Commits the leader's own batch alone, the first commit of [`Writer::lead`]: the
+    /// group path without a group, so an uncontended append pays for no queue of answers and
+    /// no table of tails.
+    fn commit_alone(
         &self,
         store: &Store,
-        own: Option<(&Arc<TopicState>, &[ProducerMessage])>,
-        group: Vec<Request>,
-        expected: &mut usize,
-    ) -> Option<Result<Range<u64>>> {
+        topic: &TopicState,
+        messages: &[ProducerMessage],
+    ) -> Result<Range<u64>> {
         let mut scratch = lock(&self.commit);
-        let CommitScratch { tails, answers } = &mut *scratch;
+        let db = database(&mut scratch.db, store)?;
+        topic.check_live()?;
+        let mut tail = topic.tail();
+        let db = Db {
+            db,
+            write_options: store.write_options(),
+        };
+        let mut appender = Appender::new(&db, batch_bytes([messages]), self.page_size)?;
+        let ids = appender.append(topic, &mut tail, messages)?;
+        appender.write()?;
+        self.count_write(1);
+        topic.set_tail(tail);
+        topic.publish(tail.next_id);
+        Ok(ids)
+    }
+
+    /// Counts a write of `batches` produce calls. Only commits call it, under the commit lock,
+    /// so no atomic read-modify-write is needed.
+    fn count_write(&self, batches: usize) {
+        let writes = self.writes.load(Ordering::Relaxed) + 1;
+        self.writes.store(writes, Ordering::Relaxed);
+        let batches = self.batches.load(Ordering::Relaxed) + batches as u64;
+        self.batches.store(batches, Ordering::Relaxed);
+    }
+
+    /// Writes `group` in one batch and answers its producers. Under synced writes, adds to
+    /// `expected` the batches queued before the answers go out.
+    fn commit_group(&self, store: &Store, group: Vec<Request>, expected: &mut usize) {
+        let mut scratch = lock(&self.commit);
+        let CommitScratch { tails, answers, db } = &mut *scratch;
         // Empty after every commit; cleared anyway so nothing stale can survive a panic.
         tails.clear();
         answers.clear();
         answers.reserve(group.len());
-        // The leader's own ids, once appended (`None` if its topic was destroyed or the store
-        // was not reached): kept small, its error is built only if there is one.
-        let mut own_ids = None;
-        let written = store.with(|db| {
-            let mut batch = Appender {
+        let written = database(db, store).and_then(|db| {
+            let db = Db {
                 db,
-                batch: rocksdb::WriteBatch::default(),
-                messages_cf: db.cf(CF_MESSAGES)?,
-                tails,
-                page_size: self.page_size,
+                write_options: store.write_options(),
             };
+            let batches = group.iter().map(|request| request.messages.as_slice());
+            let mut appender = Appender::new(&db, batch_bytes(batches), self.page_size)?;
             // A destroyed topic fails its own batches only; any other error fails the commit.
-            if let Some((topic, messages)) = own {
-                if topic.is_live() {
-                    own_ids = Some(batch.append(0, topic, messages)?);
-                }
-            }
             for (i, request) in group.iter().enumerate() {
                 let ids = match request.topic.check_live() {
                     Ok(()) => {
-                        Ok(batch.append(i + 1, &request.topic, request.messages.as_slice())?)
+                        let topic = &request.topic;
+                        // Topic ids are never reused, so the id tells the topic.
+                        let slot = match tails.iter().position(|(id, _, _)| *id == topic.id) {
+                            Some(slot) => slot,
+                            None => {
+                                tails.push((topic.id, i, topic.tail()));
+                                tails.len() - 1
+                            }
+                        };
+                        let tail = &mut tails[slot].2;
+                        Ok(appender.append(topic, tail, request.messages.as_slice())?)
                     }
                     Err(e) => Err(e),
                 };
                 answers.push(ids);
             }
-            db.write(batch.batch)
-        });
-        let batches = group.len() + usize::from(own.is_some());
-        let mut mine = own.map(|(topic, _)| match own_ids.clone() {
-            Some(ids) => Ok(ids),
-            None => topic.check_live().and(Err(Error::Closed("rocksmq client"))),
+            appender.write()
         });
         match written {
             Ok(()) => {
-                // Only commits change the counters, and they hold the commit lock: no atomic
-                // read-modify-write needed.
-                let stats = (&self.writes, &self.batches);
-                stats
-                    .0
-                    .store(stats.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                let batches = stats.1.load(Ordering::Relaxed) + batches as u64;
-                stats.1.store(batches, Ordering::Relaxed);
-                for (_, slot, tail) in tails.drain(..) {
-                    let topic = match slot.checked_sub(1) {
-                        Some(i) => &group[i].topic,
-                        None => match own {
-                            Some((topic, _)) => topic,
-                            None => continue,
-                        },
-                    };
-                    *lock(&topic.tail) = tail;
+                self.count_write(group.len());
+                for (_, i, tail) in tails.drain(..) {
+                    let topic = &group[i].topic;
+                    topic.set_tail(tail);
                     topic.publish(tail.next_id);
                 }
             }
@@ -443,87 +536,19 @@ impl Writer {
                 }
                 // The store was never reached (closed): nobody was answered at all.
                 answers.resize_with(group.len(), failed);
-                // Appended but not written, or never reached: the write's error either way.
-                if own_ids.is_some() || matches!(mine, Some(Err(Error::Closed(_)))) {
-                    mine = Some(failed());
-                }
             }
         }
         if self.syncs {
             *expected += lock(&self.queue).pending.len();
         }
-        if !group.is_empty() {
-            for (request, answer) in group.into_iter().zip(answers.drain(..)) {
-                // A caller that stopped waiting loses only the answer; its data is written.
-                drop(request.reply.send(answer));
-            }
+        for (request, answer) in group.into_iter().zip(answers.drain(..)) {
+            // A caller that stopped waiting loses only the answer; its data is written.
+            drop(request.reply.send(answer));
         }
-        mine
     }
 }
 
-/// One commit's `WriteBatch` being filled, with the tails it moves (see [`CommitScratch`]).
-struct Appender<'a, 'db> {
-    db: &'a crate::store::Db<'db>,
-    batch: rocksdb::WriteBatch,
-    messages_cf: &'a rocksdb::ColumnFamily,
-    tails: &'a mut Vec<(u64, usize, Tail)>,
-    page_size: u64,
-}
-
-impl Appender<'_, '_> {
-    /// Adds `messages` of `topic` (checked live by the caller), the commit's `batch`-th batch
-    /// (see [`CommitScratch::tails`]), with the next ids of its tail (as moved by this commit so
-    /// far), and the record of any page they close; returns their ids. An error fails the
-    /// whole commit.
-    fn append(
-        &mut self,
-        batch: usize,
-        topic: &TopicState,
-        messages: &[ProducerMessage],
-    ) -> Result<Range<u64>> {
-        // Topic ids are never reused, so the id tells the topic.
-        let topic_id = topic.id;
-        let slot = match self.tails.iter().position(|(id, _, _)| *id == topic_id) {
-            Some(slot) => slot,
-            None => {
-                self.tails.push((topic_id, batch, topic.tail()));
-                self.tails.len() - 1
-            }
-        };
-        let tail = &mut self.tails[slot].2;
-        let first = tail.next_id;
-        for message in messages {
-            let id = tail.next_id;
-            let key = message_key(topic_id, id);
-            self.batch.put_cf(self.messages_cf, key, &message.payload);
-            let mut bytes = message.payload.len() as u64;
-            if !message.properties.is_empty() {
-                topic.note_properties();
-                let encoded = encode_properties(&message.properties);
-                bytes += encoded.len() as u64;
-                self.batch.put_cf(self.db.cf(CF_PROPERTIES)?, key, encoded);
-            }
-            tail.next_id += 1;
-            tail.page_bytes += bytes;
-            if tail.page_bytes >= self.page_size {
-                let page = PageRecord {
-                    last_id: id,
-                    bytes: tail.page_bytes,
-                    closed_ms: now_ms(),
-                };
-                self.batch.put_cf(
-                    self.db.cf(CF_PAGES)?,
-                    message_key(topic_id, tail.page_first),
-                    page.encode(),
-                );
-                tail.page_first = tail.next_id;
-                tail.page_bytes = 0;
-            }
-        }
-        Ok(first..tail.next_id)
-    }
-}
+mod append;
 
 #[cfg(test)]
 mod tests;

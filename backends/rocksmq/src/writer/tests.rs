@@ -66,7 +66,7 @@ async fn queued_batches_share_one_write() {
     };
     // The first caller leads and waits for the commit lock; the others queue behind it.
     let leader = spawn(1);
-    while !lock(&writer.queue).leading {
+    while writer.state.load(Ordering::Acquire) & LEADING == 0 {
         tokio::task::yield_now().await;
     }
     let followers = [spawn(2), spawn(3)];
@@ -176,7 +176,7 @@ async fn a_queued_batch_of_a_destroyed_topic_fails_alone() {
             writer.lead(&store, &keep, &own)
         })
     };
-    while !lock(&writer.queue).leading {
+    while writer.state.load(Ordering::Acquire) & LEADING == 0 {
         tokio::task::yield_now().await;
     }
     let Ok(Role::Follow(answer)) = writer.enqueue(&gone, Batch::One(ProducerMessage::new("g")))
