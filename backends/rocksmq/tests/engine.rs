@@ -41,6 +41,13 @@ async fn reopen_keeps_messages_ids_and_group_positions() {
     sub.ack(half[4].id).expect("ack");
     mq.close();
     assert!(matches!(mq.topics(), Err(Error::Closed(_))));
+    assert!(
+        matches!(
+            mq.produce("t", messages("late", 1)).await,
+            Err(Error::Closed(_))
+        ),
+        "the writer let go of the database at close"
+    );
 
     let mq = Rocksmq::open(options(&dir)).expect("reopen");
     assert_eq!(mq.topics().expect("topics"), ["t"]);

@@ -192,3 +192,61 @@ async fn a_queued_batch_of_a_destroyed_topic_fails_alone() {
     ));
     assert_eq!(gone.tail().next_id, 1, "no id consumed");
 }
+
+/// Producers on several threads at once, through the lock-free hand-over of the leadership:
+/// every batch is answered and the ids handed out are exactly `1..=n`, each once. A request
+/// queued behind a leader that had just stepped down would never be answered (this test would
+/// hang); two leaders at once would hand out an id twice.
+#[test]
+fn concurrent_producers_get_every_id_exactly_once() {
+    const THREADS: usize = 4;
+    const SENDS: usize = 2_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(Store::open(dir.path(), Durability::Buffered).expect("open"));
+    let topics = store.with(Topics::load).expect("topics");
+    let topic = store
+        .with(|db| topics.get_or_create(db, "t"))
+        .expect("topic");
+    let writer = Arc::new(Writer::new(1 << 20, false));
+    let (done, results) = std::sync::mpsc::channel();
+    for _ in 0..THREADS {
+        let (writer, store, topic) = (writer.clone(), store.clone(), topic.clone());
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let ranges = (0..SENDS)
+                .map(|_| {
+                    let message = Batch::One(ProducerMessage::new("x"));
+                    match writer.enqueue(&topic, message).expect("enqueue") {
+                        Role::Done(range) => range,
+                        Role::Follow(answer) => {
+                            answer.blocking_recv().expect("answered").expect("written")
+                        }
+                        Role::Lead(own) => writer.lead(&store, &topic, &own).expect("written"),
+                    }
+                })
+                .collect::<Vec<_>>();
+            drop(done.send(ranges));
+        });
+    }
+    // A stranded producer fails the test instead of hanging it.
+    let mut ids: Vec<u64> = (0..THREADS)
+        .flat_map(|_| {
+            results
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("every producer thread is answered")
+        })
+        .flatten()
+        .collect();
+    ids.sort_unstable();
+    let expected: Vec<u64> = (1..=(THREADS * SENDS) as u64).collect();
+    assert_eq!(ids, expected);
+    assert_eq!(topic.tail().next_id, (THREADS * SENDS) as u64 + 1);
+    assert_eq!(
+        writer.state.load(Ordering::Acquire),
+        0,
+        "nobody leads at rest"
+    );
+    let stats = writer.stats();
+    assert_eq!(stats.batches, (THREADS * SENDS) as u64);
+    assert!(stats.writes <= stats.batches);
+}
