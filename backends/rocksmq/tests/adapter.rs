@@ -185,3 +185,34 @@ async fn readers_start_anywhere_and_wait() {
     reader.close().await;
     assert!(matches!(reader.next().await, Err(Error::Closed(_))));
 }
+
+/// `send` starts the send when called (the trait's docs): on rocksmq an uncontended send is
+/// written before `send` returns, so a future dropped unpolled loses only the answer. Sends
+/// awaited afterwards get the next ids, and a closed producer's send is `Error::Closed`.
+#[tokio::test]
+async fn a_send_is_written_when_called_and_its_future_only_carries_the_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = open(&dir);
+    let producer = client.create_producer("t").await.expect("producer");
+    drop(producer.send(ProducerMessage::new("unpolled")));
+    let next = producer
+        .send(ProducerMessage::new("awaited"))
+        .await
+        .expect("send");
+    assert_eq!(next, MessageId::from_u64(2), "the unpolled send took id 1");
+    let options = ReaderOptions {
+        topic: "t".into(),
+        start: client.earliest_message_id(),
+        inclusive: true,
+    };
+    let mut reader = client.create_reader(options).await.expect("reader");
+    for expected in ["unpolled", "awaited"] {
+        let message = reader.next().await.expect("read");
+        assert_eq!(&message.payload[..], expected.as_bytes());
+    }
+    producer.close().await;
+    assert!(matches!(
+        producer.send(ProducerMessage::new("late")).await,
+        Err(Error::Closed(_))
+    ));
+}
