@@ -4,16 +4,25 @@ use super::*;
 use crate::topics::Topics;
 use crate::Durability;
 
+/// A store in `dir` with `durability`, and its topic `t`.
+fn store_with_topic(
+    dir: &tempfile::TempDir,
+    durability: Durability,
+) -> (Arc<Store>, Arc<TopicState>) {
+    let store = Arc::new(Store::open(dir.path(), durability).expect("open"));
+    let topics = store.with(Topics::load).expect("topics");
+    let topic = store
+        .with(|db| topics.get_or_create(db, "t"))
+        .expect("topic");
+    (store, topic)
+}
+
 /// A leader that unwinds (its commit panicked) hands the leadership back and answers every
 /// queued producer with an error: nobody waits forever, and the next producer leads.
 #[tokio::test]
 async fn a_leader_that_unwinds_answers_the_queued_producers() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path(), Durability::Buffered).expect("open");
-    let topics = store.with(Topics::load).expect("topics");
-    let topic = store
-        .with(|db| topics.get_or_create(db, "t"))
-        .expect("topic");
+    let (store, topic) = store_with_topic(&dir, Durability::Buffered);
     let writer = Writer::new(1 << 20, false);
     let batch = || Batch::One(ProducerMessage::new("x"));
     let Ok(Role::Lead(_own)) = writer.enqueue(&topic, batch()) else {
@@ -46,11 +55,7 @@ async fn a_leader_that_unwinds_answers_the_queued_producers() {
 )]
 async fn queued_batches_share_one_write() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(Store::open(dir.path(), Durability::Buffered).expect("open"));
-    let topics = store.with(Topics::load).expect("topics");
-    let topic = store
-        .with(|db| topics.get_or_create(db, "t"))
-        .expect("topic");
+    let (store, topic) = store_with_topic(&dir, Durability::Buffered);
     let writer = Arc::new(Writer::new(1 << 20, false));
     let blocked = writer.exclusive();
     let spawn = |n: usize| {
@@ -101,11 +106,7 @@ async fn queued_batches_share_one_write() {
 #[tokio::test]
 async fn a_synced_leader_answers_early_and_lingers_for_the_answered() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(Store::open(dir.path(), Durability::SyncData).expect("open"));
-    let topics = store.with(Topics::load).expect("topics");
-    let topic = store
-        .with(|db| topics.get_or_create(db, "t"))
-        .expect("topic");
+    let (store, topic) = store_with_topic(&dir, Durability::SyncData);
     // Long enough that only an arrival ends the first linger; the last one times out.
     let writer = Arc::new(Writer::new(1 << 20, true).with_linger_bound(Duration::from_secs(1)));
     let batch = || Batch::One(ProducerMessage::new("x"));
@@ -202,11 +203,7 @@ fn concurrent_producers_get_every_id_exactly_once() {
     const THREADS: usize = 4;
     const SENDS: usize = 2_000;
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(Store::open(dir.path(), Durability::Buffered).expect("open"));
-    let topics = store.with(Topics::load).expect("topics");
-    let topic = store
-        .with(|db| topics.get_or_create(db, "t"))
-        .expect("topic");
+    let (store, topic) = store_with_topic(&dir, Durability::Buffered);
     let writer = Arc::new(Writer::new(1 << 20, false));
     let (done, results) = std::sync::mpsc::channel();
     for _ in 0..THREADS {
