@@ -18,18 +18,27 @@
 //!   `single` cost in scheduling.
 //! - `pub mpub100`: MPUB of 100 from 8 tasks; ceiling: 8 MPUBs unacknowledged.
 //! - `sub max_in_flight=1|200`: receive and FIN a backlog; ceiling: SUB, RDY n, FIN each message
-//!   as it arrives (the FINs of one read in one write).
+//!   as it arrives (the FINs of one read in one write, or of half the window once that many
+//!   wait).
 //! - `pynsq_pub`, `pynsq_sub` (third party, for scale, no ratio): pynsq 0.9.1 publishing with
 //!   64 PUBs in flight and consuming with max_in_flight 200, from
 //!   `scripts/nsq_thirdparty_bench.py`. They run when the venv of `scripts/nsq-thirdparty.sh`
 //!   exists under the target dir; `MSGSTREAM_BENCH_THIRDPARTY=1` makes the venv first (pip from
 //!   PyPI). Without either the bench says how to enable them instead of installing anything.
 //!
-//! Each side runs as a task spawned on the bench's two-worker runtime, where an application's
-//! publishers and consumers run, and where the in-process server's tasks run too. Neither side
-//! is driven from the main thread: the ceiling's loop there (outside the workers, woken across
-//! threads on every read) measured 13 % below the same loop spawned (medians of ten runs), so
-//! it understated what the server can take and flattered the client.
+//! **Layout: one core for the server, one for the side measured.** The machine has two
+//! cores and three parties want them: the server, the client, and the ceiling. nsqd is a
+//! process of its own, in production on a host of its own, so the test server runs as one
+//! here: this same binary re-run as `MSGSTREAM_BENCH_SERVE=1`, the server on a
+//! single-threaded runtime. Each side is a task spawned on the bench's runtime of one worker
+//! (where an application's publishers and consumers run; not driven from the main thread,
+//! which would add a cross-thread wake-up per read). So the server has a core and the side
+//! measured has the other, and neither takes the other's. With two workers instead, the
+//! client's publishers spread over both cores and take CPU from the server, which the
+//! one-task ceiling never does: the ratio then measures that contention, which a client on a
+//! host apart from its nsqd does not have; with the server's tasks on the bench's own runtime,
+//! the server and the ceiling take turns on one thread with no wake-up between them, a
+//! ceiling no server process offers.
 //!
 //! The machine is shared, so each case runs `MSGSTREAM_BENCH_ROUNDS` times (default 5: single
 //! rounds of PUB single spread by ±15 % here), alternating which side goes first, each side on
@@ -39,10 +48,11 @@
 //! (or `pipelined`, `mpub100`, `1`, `200`) narrows it to one mode and `MSGSTREAM_BENCH_SIDE=client` (or
 //! `ceiling`) measures only that side, printing its rate and no ratio.
 //!
-//! The thread layout changes every figure here (see the README), so it can be varied without
-//! editing: `MSGSTREAM_BENCH_WORKERS=1` runs both sides on one worker instead of two, and
-//! `MSGSTREAM_BENCH_SERVER_RUNTIME=own` starts each server on a one-worker runtime of its own
-//! instead of the bench's.
+//! The layout changes every figure here (see the README), so it can be varied without
+//! editing: `MSGSTREAM_BENCH_WORKERS=2` gives the bench's runtime two workers, and
+//! `MSGSTREAM_BENCH_SERVER_RUNTIME=shared` runs each server on the bench's runtime (`own`: on
+//! a one-worker runtime of its own in this process) instead of in a process of its own. The
+//! first line printed names the layout.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::collections::VecDeque;
@@ -83,7 +93,7 @@ fn mpub_cmd(topic: &str, n: usize) -> Vec<u8> {
     cmd
 }
 
-async fn raw_conn(server: &TestServer) -> TcpStream {
+async fn raw_conn(server: &BenchServer) -> TcpStream {
     let mut s = TcpStream::connect(server.tcp_addr()).await.unwrap();
     s.set_nodelay(true).unwrap();
     let identify = br#"{"feature_negotiation":true,"heartbeat_interval":30000}"#;
@@ -117,7 +127,7 @@ async fn read_frame(s: &mut TcpStream, buf: &mut BytesMut) -> (i32, Bytes) {
 /// Sends `command` `times` times on one socket, never more than `window` unacknowledged: each
 /// pass writes what the window allows in one write, then reads and counts the replies.
 async fn raw_pipeline(
-    server: &TestServer,
+    server: &BenchServer,
     command: &[u8],
     times: usize,
     window: usize,
@@ -146,12 +156,12 @@ async fn raw_pipeline(
     start.elapsed()
 }
 
-async fn fill(server: &TestServer, topic: &str, n: usize) {
+async fn fill(server: &BenchServer, topic: &str, n: usize) {
     raw_pipeline(server, &mpub_cmd(topic, 100), n / 100, 8).await;
 }
 
 /// SUB, RDY, and a FIN for every message as it arrives.
-async fn raw_consume(server: &TestServer, topic: &str, rdy: u32, n: usize) -> Duration {
+async fn raw_consume(server: &BenchServer, topic: &str, rdy: u32, n: usize) -> Duration {
     let mut s = raw_conn(server).await;
     let mut buf = BytesMut::new();
     s.write_all(format!("SUB {topic} c\n").as_bytes())
@@ -163,6 +173,12 @@ async fn raw_consume(server: &TestServer, topic: &str, rdy: u32, n: usize) -> Du
         .await
         .unwrap();
     let mut fin = BytesMut::new();
+    // FINs go out once a read is used up, or once half the window waits for them: written
+    // only per read, with the server on a core of its own, a read took the whole window and
+    // the server then idled until its FINs came back (about a sixth slower at RDY 200:
+    // medians of 331k against 394k msgs/s, three and six runs).
+    let flush_every = (rdy as usize / 2).max(1);
+    let mut unsent = 0;
     let mut got = 0;
     while got < n {
         let (kind, data) = read_frame(&mut s, &mut buf).await;
@@ -171,16 +187,18 @@ async fn raw_consume(server: &TestServer, topic: &str, rdy: u32, n: usize) -> Du
             fin.put_slice(&data[10..26]);
             fin.put_u8(b'\n');
             got += 1;
+            unsent += 1;
         }
-        if whole_frame(&buf).is_none() {
+        if unsent > 0 && (whole_frame(&buf).is_none() || unsent >= flush_every) {
             s.write_all(&fin).await.unwrap();
             fin.clear();
+            unsent = 0;
         }
     }
     start.elapsed()
 }
 
-async fn client_pub(server: &TestServer, n: usize, batch: usize, concurrency: usize) -> Duration {
+async fn client_pub(server: &BenchServer, n: usize, batch: usize, concurrency: usize) -> Duration {
     let producer = Arc::new(
         Producer::new(ProducerConfig {
             nsqd: vec![server.tcp_addr().to_string()],
@@ -216,7 +234,7 @@ async fn client_pub(server: &TestServer, n: usize, batch: usize, concurrency: us
 
 /// One task keeping `window` PUBs in flight through [`Producer::publish_queued`], driven as
 /// the ceiling's loop is: queue until the window is full, then wait for the oldest reply.
-async fn client_pub_pipelined(server: &TestServer, n: usize, window: usize) -> Duration {
+async fn client_pub_pipelined(server: &BenchServer, n: usize, window: usize) -> Duration {
     let producer = Producer::new(ProducerConfig {
         nsqd: vec![server.tcp_addr().to_string()],
         ..ProducerConfig::default()
@@ -241,7 +259,7 @@ async fn client_pub_pipelined(server: &TestServer, n: usize, window: usize) -> D
 }
 
 async fn client_consume(
-    server: &TestServer,
+    server: &BenchServer,
     topic: &str,
     max_in_flight: u32,
     n: usize,
@@ -292,7 +310,7 @@ fn wanted_mode(mode: &str) -> bool {
 /// `run(server, ceiling)` measures one side and returns its duration.
 async fn case<F, Fut>(case: &str, mode: &str, n: usize, run: F)
 where
-    F: Fn(Arc<TestServer>, bool) -> Fut,
+    F: Fn(Arc<BenchServer>, bool) -> Fut,
     Fut: std::future::Future<Output = Duration> + Send + 'static,
 {
     if !wanted_mode(mode) {
@@ -340,7 +358,7 @@ fn target_dir() -> Option<PathBuf> {
 
 /// pynsq's publish and consume rates against `server`, when its venv exists (or
 /// `MSGSTREAM_BENCH_THIRDPARTY=1` asks for it to be made).
-async fn pynsq(server: &TestServer) {
+async fn pynsq(server: &BenchServer) {
     let scripts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts");
     let Some(target) = target_dir() else {
         println!("case=pynsq skipped: cannot tell the target dir");
@@ -399,32 +417,110 @@ fn env_number(name: &str, default: usize) -> usize {
 /// The runtime the servers run on when `MSGSTREAM_BENCH_SERVER_RUNTIME=own`.
 static SERVER_RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
 
-/// A fresh test server: on the bench's runtime (the default), or with
-/// `MSGSTREAM_BENCH_SERVER_RUNTIME=own` on a one-worker runtime of its own, a thread apart as
-/// a server process would be.
-async fn start_server() -> TestServer {
-    if std::env::var("MSGSTREAM_BENCH_SERVER_RUNTIME").is_ok_and(|v| v == "own") {
-        let runtime = SERVER_RUNTIME.get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("test-server")
-                .enable_all()
-                .build()
-                .unwrap()
-        });
-        runtime
-            .spawn(TestServer::start(Options::default()))
-            .await
-            .unwrap()
-            .unwrap()
-    } else {
-        TestServer::start(Options::default()).await.unwrap()
+/// The server one side of a case runs against.
+enum BenchServer {
+    /// In this process, on the bench's runtime or one of its own.
+    InProcess(TestServer),
+    /// This same bench binary re-run as `MSGSTREAM_BENCH_SERVE=1`: the test server as a
+    /// process of its own on a single-threaded runtime, as an nsqd would be. It exits when its
+    /// stdin closes, i.e. when this value is dropped.
+    Process(std::process::Child, std::net::SocketAddr),
+}
+
+impl BenchServer {
+    fn tcp_addr(&self) -> std::net::SocketAddr {
+        match self {
+            BenchServer::InProcess(server) => server.tcp_addr(),
+            BenchServer::Process(_, addr) => *addr,
+        }
+    }
+}
+
+impl Drop for BenchServer {
+    fn drop(&mut self) {
+        if let BenchServer::Process(child, _) = self {
+            drop(child.stdin.take());
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Serves until stdin closes (the child side of [`BenchServer::Process`]).
+fn serve() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let server = TestServer::start(Options::default()).await.unwrap();
+        println!("tcp={}", server.tcp_addr());
+        let mut stdin = tokio::io::stdin();
+        let mut sink = [0u8; 64];
+        while matches!(stdin.read(&mut sink).await, Ok(n) if n > 0) {}
+    });
+}
+
+/// Where the servers run: `MSGSTREAM_BENCH_SERVER_RUNTIME`, `process` unless set.
+fn server_layout() -> String {
+    std::env::var("MSGSTREAM_BENCH_SERVER_RUNTIME").unwrap_or_else(|_| "process".into())
+}
+
+/// A fresh test server: in a process of its own (the default), with
+/// `MSGSTREAM_BENCH_SERVER_RUNTIME=shared` on the bench's runtime, with `=own` on a one-worker
+/// runtime of its own in this process.
+async fn start_server() -> BenchServer {
+    match server_layout().as_str() {
+        "own" => {
+            let runtime = SERVER_RUNTIME.get_or_init(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("test-server")
+                    .enable_all()
+                    .build()
+                    .unwrap()
+            });
+            BenchServer::InProcess(
+                runtime
+                    .spawn(TestServer::start(Options::default()))
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            )
+        }
+        "process" => tokio::task::spawn_blocking(|| {
+            use std::io::BufRead;
+            let mut child = Process::new(std::env::current_exe().unwrap())
+                .env("MSGSTREAM_BENCH_SERVE", "1")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            let addr = line.trim().strip_prefix("tcp=").unwrap().parse().unwrap();
+            BenchServer::Process(child, addr)
+        })
+        .await
+        .unwrap(),
+        _ => BenchServer::InProcess(TestServer::start(Options::default()).await.unwrap()),
     }
 }
 
 fn main() {
+    if std::env::var("MSGSTREAM_BENCH_SERVE").is_ok_and(|v| v == "1") {
+        return serve();
+    }
+    let workers = env_number("MSGSTREAM_BENCH_WORKERS", 1);
+    let layout = server_layout();
+    if !["process", "shared", "own"].contains(&layout.as_str()) {
+        eprintln!("MSGSTREAM_BENCH_SERVER_RUNTIME={layout}: expected process, shared or own");
+        std::process::exit(2);
+    }
+    println!("layout server={layout} bench_workers={workers}");
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(env_number("MSGSTREAM_BENCH_WORKERS", 2))
+        .worker_threads(workers)
         .enable_all()
         .build()
         .unwrap();
