@@ -1,7 +1,9 @@
 //! One harness per backend: a fresh backend built through the facade's `Factory` from a
 //! config, exactly as applications get it. Servers are started by the test process itself (the
 //! RocketMQ name server and broker once per process, an NSQ test server per harness), or taken
-//! from the environment (`MSGSTREAM_ROCKETMQ_NAMESRV`).
+//! from the environment (`MSGSTREAM_ROCKETMQ_NAMESRV`; for NSQ `MSGSTREAM_NSQ_NSQD`,
+//! `MSGSTREAM_NSQ_NSQD_HTTP`, `MSGSTREAM_NSQ_LOOKUPD` and `MSGSTREAM_NSQ_EXTENSIONS`, see
+//! [`nsq_server`]).
 
 use msgstream::testkit::Harness;
 use msgstream_facade::{BackendKind, Config, Factory};
@@ -39,20 +41,209 @@ pub async fn rocketmq() -> Harness {
     from_config(config, ()).await
 }
 
-/// An NSQ test server, with the partition/offset extensions or as upstream nsqd.
+/// The already running NSQ server named by `MSGSTREAM_NSQ_*`.
 #[cfg(feature = "nsq")]
-pub async fn nsq_server(partitions: bool) -> msgstream_nsq_testd::TestServer {
+#[derive(Debug)]
+pub struct ExternalNsq {
+    /// `MSGSTREAM_NSQ_NSQD`: nsqd TCP addresses.
+    nsqd: Vec<std::net::SocketAddr>,
+    /// `MSGSTREAM_NSQ_NSQD_HTTP`: their HTTP addresses, same order.
+    nsqd_http: Vec<std::net::SocketAddr>,
+    /// `MSGSTREAM_NSQ_LOOKUPD`: nsqlookupd HTTP addresses (may be empty).
+    lookupd: Vec<std::net::SocketAddr>,
+    /// `MSGSTREAM_NSQ_EXTENSIONS` is `partitions`.
+    partitions: bool,
+}
+
+/// A variable's value: `None` when unset, a failure when it is not UTF-8.
+#[cfg(feature = "nsq")]
+fn variable(name: &str) -> Result<Option<String>, String> {
+    match std::env::var(name) {
+        Ok(value) => Ok(Some(value)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not valid UTF-8")),
+    }
+}
+
+/// A comma-separated list of `host:port`, each resolved to its first address.
+#[cfg(feature = "nsq")]
+fn addresses(name: &str, value: &str) -> Result<Vec<std::net::SocketAddr>, String> {
+    use std::net::ToSocketAddrs;
+    value
+        .split(',')
+        .map(str::trim)
+        .map(|entry| {
+            let resolved = entry
+                .to_socket_addrs()
+                .map_err(|e| e.to_string())
+                .and_then(|mut all| all.next().ok_or_else(|| "no address".to_string()));
+            resolved.map_err(|e| {
+                format!("{name}={value:?}: {entry:?} is not a host:port address ({e})")
+            })
+        })
+        .collect()
+}
+
+/// Reads `MSGSTREAM_NSQ_*`: `None` when none is set. The harnesses need nsqd's HTTP API (lag,
+/// seek, latest id, deletes) to run the checks they run against the test server, so
+/// `MSGSTREAM_NSQ_NSQD_HTTP` must come with `MSGSTREAM_NSQ_NSQD`.
+#[cfg(feature = "nsq")]
+fn read_external_nsq() -> Result<Option<ExternalNsq>, String> {
+    let nsqd = variable("MSGSTREAM_NSQ_NSQD")?;
+    let nsqd_http = variable("MSGSTREAM_NSQ_NSQD_HTTP")?;
+    let lookupd = variable("MSGSTREAM_NSQ_LOOKUPD")?;
+    let extensions = variable("MSGSTREAM_NSQ_EXTENSIONS")?;
+    let Some(nsqd) = nsqd else {
+        for (name, value) in [
+            ("MSGSTREAM_NSQ_NSQD_HTTP", &nsqd_http),
+            ("MSGSTREAM_NSQ_LOOKUPD", &lookupd),
+            ("MSGSTREAM_NSQ_EXTENSIONS", &extensions),
+        ] {
+            if value.is_some() {
+                return Err(format!(
+                    "{name} is set but MSGSTREAM_NSQ_NSQD is not: name the running nsqd's TCP \
+                     address(es) in MSGSTREAM_NSQ_NSQD, or unset {name}"
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let nsqd = addresses("MSGSTREAM_NSQ_NSQD", &nsqd)?;
+    let Some(nsqd_http) = nsqd_http else {
+        return Err(
+            "MSGSTREAM_NSQ_NSQD is set but MSGSTREAM_NSQ_NSQD_HTTP is not: the conformance \
+             harnesses use nsqd's HTTP API (lag, seek, latest id, deletes); name the HTTP \
+             address of each nsqd, in the same order"
+                .to_string(),
+        );
+    };
+    let nsqd_http = addresses("MSGSTREAM_NSQ_NSQD_HTTP", &nsqd_http)?;
+    if nsqd_http.len() != nsqd.len() {
+        return Err(format!(
+            "MSGSTREAM_NSQ_NSQD_HTTP names {} address(es) but MSGSTREAM_NSQ_NSQD {}: one HTTP \
+             address per nsqd, in the same order",
+            nsqd_http.len(),
+            nsqd.len()
+        ));
+    }
+    let lookupd = match lookupd {
+        Some(value) => addresses("MSGSTREAM_NSQ_LOOKUPD", &value)?,
+        None => Vec::new(),
+    };
+    let partitions = match extensions.as_deref() {
+        None | Some("none") => false,
+        Some("partitions") => true,
+        Some(other) => {
+            return Err(format!(
+                "MSGSTREAM_NSQ_EXTENSIONS={other:?}: expected none or partitions"
+            ))
+        }
+    };
+    Ok(Some(ExternalNsq {
+        nsqd,
+        nsqd_http,
+        lookupd,
+        partitions,
+    }))
+}
+
+/// The external NSQ server, if `MSGSTREAM_NSQ_*` names one; a malformed variable fails the
+/// test.
+#[cfg(feature = "nsq")]
+fn external_nsq() -> Option<&'static ExternalNsq> {
+    static EXTERNAL: std::sync::OnceLock<Result<Option<ExternalNsq>, String>> =
+        std::sync::OnceLock::new();
+    match EXTERNAL.get_or_init(read_external_nsq) {
+        Ok(external) => external.as_ref(),
+        Err(message) => panic!("{message}"),
+    }
+}
+
+/// The server of one NSQ mode: the external one, or an in-process test server.
+#[cfg(feature = "nsq")]
+pub enum NsqServer {
+    /// The already running server of `MSGSTREAM_NSQ_*`.
+    External(&'static ExternalNsq),
+    /// A test server of this harness's own.
+    Test(msgstream_nsq_testd::TestServer),
+}
+
+#[cfg(feature = "nsq")]
+impl NsqServer {
+    /// The (first) nsqd's TCP address.
+    pub fn tcp_addr(&self) -> std::net::SocketAddr {
+        match self {
+            NsqServer::External(e) => e.nsqd[0],
+            NsqServer::Test(server) => server.tcp_addr(),
+        }
+    }
+
+    /// The (first) nsqd's HTTP address.
+    pub fn http_addr(&self) -> std::net::SocketAddr {
+        match self {
+            NsqServer::External(e) => e.nsqd_http[0],
+            NsqServer::Test(server) => server.http_addr(),
+        }
+    }
+
+    /// The `[nsq]` addresses of a config for this server: nsqd, nsqd_http, lookupd.
+    fn config_addresses(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let strings =
+            |addrs: &[std::net::SocketAddr]| addrs.iter().map(|a| a.to_string()).collect();
+        match self {
+            NsqServer::External(e) => {
+                (strings(&e.nsqd), strings(&e.nsqd_http), strings(&e.lookupd))
+            }
+            NsqServer::Test(server) => (
+                vec![server.tcp_addr().to_string()],
+                vec![server.http_addr().to_string()],
+                Vec::new(),
+            ),
+        }
+    }
+}
+
+/// The NSQ server of a mode (with the partition/offset extensions or as upstream nsqd): the
+/// already running one of `MSGSTREAM_NSQ_NSQD` if `MSGSTREAM_NSQ_EXTENSIONS` (default `none`)
+/// says it speaks that mode, else a fresh in-process test server. Topics and channels the
+/// checks create have unique names (`msgstream::testkit::unique`), so they share it. The first
+/// call per mode says on stderr which one the mode uses.
+#[cfg(feature = "nsq")]
+pub async fn nsq_server(partitions: bool) -> NsqServer {
     use msgstream_nsq_testd::{Extensions, Options, TestServer};
-    TestServer::start(Options {
-        extensions: if partitions {
-            Extensions::Partitions
-        } else {
-            Extensions::None
-        },
-        ..Options::default()
-    })
-    .await
-    .expect("nsq test server")
+    use std::io::Write;
+    static ANNOUNCED: [std::sync::Once; 2] = [std::sync::Once::new(), std::sync::Once::new()];
+    let external = external_nsq().filter(|e| e.partitions == partitions);
+    ANNOUNCED[usize::from(partitions)].call_once(|| {
+        let mode = if partitions { "partitions" } else { "none" };
+        let server = match external {
+            Some(e) => format!(
+                "the running nsqd {} (HTTP {}) of MSGSTREAM_NSQ_NSQD",
+                e.nsqd[0], e.nsqd_http[0]
+            ),
+            None => "an in-process test server per harness".to_string(),
+        };
+        // Straight to stderr, past the test harness's capture: said once, whatever passes.
+        let _ = writeln!(
+            std::io::stderr(),
+            "conformance: nsq extensions={mode} uses {server}"
+        );
+    });
+    match external {
+        Some(e) => NsqServer::External(e),
+        None => NsqServer::Test(
+            TestServer::start(Options {
+                extensions: if partitions {
+                    Extensions::Partitions
+                } else {
+                    Extensions::None
+                },
+                ..Options::default()
+            })
+            .await
+            .expect("nsq test server"),
+        ),
+    }
 }
 
 #[cfg(feature = "nsq")]
@@ -63,8 +254,7 @@ async fn nsq(partitions: bool) -> Harness {
         backend: BackendKind::Nsq,
         ..Config::default()
     };
-    config.nsq.nsqd = vec![server.tcp_addr().to_string()];
-    config.nsq.nsqd_http = vec![server.http_addr().to_string()];
+    (config.nsq.nsqd, config.nsq.nsqd_http, config.nsq.lookupd) = server.config_addresses();
     config.nsq.max_in_flight = 64;
     config.nsq.extensions = if partitions {
         NsqExtensions::Partitions

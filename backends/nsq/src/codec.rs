@@ -640,6 +640,43 @@ mod tests {
         assert_eq!(decode_frame(&mut buf, 1024).expect("ok"), None);
     }
 
+    fn server_error(frame_data: &[u8]) -> ServerError {
+        let mut buf = frame(1, frame_data);
+        match decode_frame(&mut buf, 1024).expect("ok") {
+            Some(Frame::Error(error)) => error,
+            other => panic!("error frame expected, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_the_three_id_not_in_flight_errors_leave_the_connection_usable() {
+        for code in ["E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"] {
+            let error =
+                server_error(format!("{code} {code} 0123 failed ID not in flight").as_bytes());
+            assert_eq!(error.code, code);
+            assert!(!error.is_fatal(), "{code} leaves the connection open");
+        }
+        for code in [
+            "E_INVALID",
+            "E_BAD_TOPIC",
+            "E_BAD_CHANNEL",
+            "E_BAD_BODY",
+            "E_BAD_MESSAGE",
+            "E_PUB_FAILED",
+            "E_AUTH_FAILED",
+        ] {
+            let error = server_error(format!("{code} some text").as_bytes());
+            assert_eq!(
+                (error.code.as_str(), error.text.as_str()),
+                (code, "some text")
+            );
+            assert!(error.is_fatal(), "{code} closes the connection");
+        }
+        // A code alone, and one that merely starts like a non-fatal one, are fatal too.
+        assert!(server_error(b"E_INVALID").is_fatal());
+        assert!(server_error(b"E_FIN_FAILED_X text").is_fatal());
+    }
+
     #[test]
     fn truncated_frames_wait_and_bad_sizes_fail() {
         let whole = frame(0, b"_heartbeat_");

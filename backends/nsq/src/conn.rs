@@ -1,9 +1,11 @@
 //! One negotiated connection to an nsqd: magic, IDENTIFY (feature negotiation), AUTH, then a
 //! reader task that answers heartbeats with NOP and hands every other frame to a sink.
 //!
-//! Guarantees: every read and write has a deadline (a silent server is an error, not a hang);
-//! the server's `max_rdy_count`, `max_msg_timeout` and `auth_required` are honoured; frames are
-//! bounded by `max_frame_size`; the sink hears `Closed` exactly once, last.
+//! Guarantees: every read and write has a deadline (a silent server, or one that stops
+//! reading, is an error, not a hang); the server's `max_rdy_count`, `max_msg_timeout` and
+//! `auth_required` are honoured; frames are bounded by `max_frame_size`; a connection that
+//! ends in the middle of a frame is an error ([`CodecError::Truncated`]), only an end between
+//! frames is a clean close; the sink hears `Closed` exactly once, last.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -11,14 +13,14 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use serde::Deserialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::codec::{decode_frame, Command, Frame, RawMessage, ServerError, HEARTBEAT, MAGIC_V2};
-use crate::error::{Error, Result};
+use crate::error::{CodecError, Error, Result};
 use crate::requests::Requests;
 
 /// Connection settings shared by producers and consumers.
@@ -30,13 +32,23 @@ pub struct ConnConfig {
     pub user_agent: String,
     /// Heartbeat interval asked for; the server disconnects after two silent intervals.
     pub heartbeat_interval: Duration,
-    /// Message timeout asked for (`None`: the server's default); capped at the server's max.
+    /// Message timeout asked for (`None`: the server's default), never more than the server
+    /// allows. nsqd refuses an IDENTIFY asking for more than its `max_msg_timeout`
+    /// (`E_BAD_BODY`, closing the connection) and tells that maximum only in its reply, so on
+    /// that refusal the client connects again without asking, learns the maximum, and (unless
+    /// the server's default already is the maximum) connects once more asking for exactly the
+    /// maximum: the timeout in effect is `min(msg_timeout, max_msg_timeout)`, reported in
+    /// [`Negotiated::msg_timeout`]. A value below the server's minimum (nsqd: 1 s) is not
+    /// raised: the server's refusal is returned.
     pub msg_timeout: Option<Duration>,
     /// TCP connect deadline.
     pub dial_timeout: Duration,
     /// Longest wait for any frame; must exceed the heartbeat interval.
     pub read_timeout: Duration,
-    /// Longest wait for a write.
+    /// Longest one write to the socket may take. A server that stops reading fills the socket
+    /// buffers and a write stalls: past this the connection is closed and whatever waits on it
+    /// fails with [`Error::Timeout`] (`what: "write"`), a publish's reply included, instead of
+    /// hanging until the read timeout.
     pub write_timeout: Duration,
     /// Secret for AUTH, sent when the server says `auth_required`.
     pub auth_secret: Option<String>,
@@ -65,7 +77,8 @@ impl Default for ConnConfig {
 pub struct Negotiated {
     /// Highest RDY this connection may send.
     pub max_rdy_count: u32,
-    /// Message timeout in effect.
+    /// Message timeout in effect: the configured one capped at `max_msg_timeout`, or the
+    /// server's default when none was configured (see [`ConnConfig::msg_timeout`]).
     pub msg_timeout: Duration,
     /// Highest message timeout the server allows.
     pub max_msg_timeout: Duration,
@@ -102,7 +115,9 @@ pub enum Event {
     Error(ServerError),
     /// A message.
     Message(RawMessage),
-    /// The connection ended; `None` when the socket closed cleanly (either side).
+    /// The connection ended; `None` when the socket closed cleanly (either side) between
+    /// frames. An end in the middle of a frame is [`CodecError::Truncated`]; a write that
+    /// failed or timed out is the write's error.
     Closed(Option<Error>),
 }
 
@@ -115,7 +130,8 @@ pub enum Event {
 /// (the publishers woken by one read of `OK`s, a burst of FINs) joins one write: one wake-up
 /// and one syscall per burst instead of per command (without the yield the woken task runs
 /// right after the first sender and writes its command alone). A failed or timed-out write closes the
-/// connection; queuing on a closed connection is [`Error::Closed`]. Dropping the last handle
+/// connection (its reader ends with the write's error, so nothing waits on for a reply that
+/// cannot come); queuing on a closed connection is [`Error::Closed`]. Dropping the last handle
 /// flushes what is queued and shuts the write side.
 ///
 /// Commands the server answers ([`Writer::request`]: a producer's PUBs) queue per thread
@@ -130,6 +146,8 @@ pub enum Event {
 pub struct Writer {
     addr: String,
     shared: Arc<WriteShared>,
+    /// The deadline of each write, for the error a timed-out one is reported with.
+    timeout: Duration,
 }
 
 #[derive(Debug)]
@@ -141,6 +159,10 @@ struct WriteShared {
     /// Bytes handed to the socket so far, and whether the write task has ended: what
     /// [`Writer::flush`] waits on.
     written: watch::Sender<Written>,
+    /// Why the write task gave up, set before it ends: the reader ends the connection with it
+    /// (see `read_frame`). Apart from `written`, which changes with every write, so the reader
+    /// waiting on it wakes only for a failure.
+    failed: watch::Sender<Option<WriteFailed>>,
 }
 
 impl Default for WriteShared {
@@ -150,6 +172,7 @@ impl Default for WriteShared {
             requests: Requests::default(),
             wake: Notify::new(),
             written: watch::Sender::new(Written::default()),
+            failed: watch::Sender::new(None),
         }
     }
 }
@@ -158,6 +181,31 @@ impl Default for WriteShared {
 struct Written {
     bytes: u64,
     ended: bool,
+}
+
+/// How a write failed (a copyable summary: `std::io::Error` is not `Clone`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteFailed {
+    /// It did not complete within the write timeout.
+    TimedOut,
+    /// The socket refused it.
+    Io(std::io::ErrorKind),
+}
+
+impl WriteFailed {
+    fn error(self, addr: &str, timeout: Duration) -> Error {
+        match self {
+            WriteFailed::TimedOut => Error::Timeout {
+                addr: addr.to_string(),
+                what: "write",
+                after: timeout,
+            },
+            WriteFailed::Io(kind) => Error::Io {
+                addr: addr.to_string(),
+                source: kind.into(),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -211,7 +259,14 @@ impl Writer {
         Arc::new(Writer {
             addr: addr.to_string(),
             shared,
+            timeout,
         })
+    }
+
+    /// Why the write task gave up, if a write failed or timed out.
+    pub(crate) fn failure(&self) -> Option<Error> {
+        let failed = *self.shared.failed.borrow();
+        failed.map(|f| f.error(&self.addr, self.timeout))
     }
 
     /// Queues one command.
@@ -433,8 +488,16 @@ async fn write_loop(addr: String, shared: Arc<WriteShared>, timeout: Duration) {
             let len = batch.len() as u64;
             batch.clear();
             shared.lock().half = Some(half);
-            if !matches!(written, Ok(Ok(()))) {
-                tracing::debug!(addr, "write failed or timed out; closing the connection");
+            let failed = match written {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(WriteFailed::Io(e.kind())),
+                Err(_) => Some(WriteFailed::TimedOut),
+            };
+            if let Some(failed) = failed {
+                tracing::debug!(addr, ?failed, "write failed; closing the connection");
+                // The reader ends the connection with this (it may be waiting for a reply that
+                // the server, which stopped reading, will never send).
+                shared.failed.send_replace(Some(failed));
                 break shutdown;
             }
             shared.written.send_modify(|w| w.bytes += len);
@@ -488,16 +551,20 @@ fn io(addr: &str) -> impl Fn(std::io::Error) -> Error + '_ {
     }
 }
 
-/// Reads until one whole frame is buffered.
+/// Reads until one whole frame is buffered. `Ok(None)` when the peer closed between frames
+/// (nothing of a next frame buffered); a close in the middle of a frame is
+/// [`CodecError::Truncated`]. A write that failed meanwhile (see `write_loop`) ends the wait
+/// with its error: a server that stopped reading may never answer.
 async fn read_frame(
     addr: &str,
-    read: &mut OwnedReadHalf,
+    read: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     config: &ConnConfig,
-) -> Result<Frame> {
+    write_failed: &mut watch::Receiver<Option<WriteFailed>>,
+) -> Result<Option<Frame>> {
     loop {
         match decode_frame(buf, config.max_frame_size) {
-            Ok(Some(frame)) => return Ok(frame),
+            Ok(Some(frame)) => return Ok(Some(frame)),
             Ok(None) => {}
             Err(source) => {
                 return Err(Error::Codec {
@@ -507,18 +574,46 @@ async fn read_frame(
             }
         }
         buf.reserve(16 * 1024);
-        let n = tokio::time::timeout(config.read_timeout, read.read_buf(buf))
-            .await
-            .map_err(|_| Error::Timeout {
-                addr: addr.to_string(),
-                what: "read",
-                after: config.read_timeout,
-            })?
-            .map_err(io(addr))?;
+        let write_failed = async {
+            let failed = write_failed.wait_for(Option::is_some).await.map(|f| *f);
+            match failed {
+                Ok(failed) => failed,
+                // The write side is gone without failing: only the read matters.
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let read = tokio::time::timeout(config.read_timeout, read.read_buf(buf));
+        let n = tokio::select! {
+            // The read first: the failure is waited for (a waiter registered) only while the
+            // read has to wait anyway.
+            biased;
+            n = read => n
+                .map_err(|_| Error::Timeout {
+                    addr: addr.to_string(),
+                    what: "read",
+                    after: config.read_timeout,
+                })?
+                .map_err(io(addr))?,
+            Some(failed) = write_failed => {
+                return Err(failed.error(addr, config.write_timeout));
+            }
+        };
         if n == 0 {
-            return Err(Error::Io {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            // `decode_frame` accepted the size field if it is there.
+            let needed = match buf.get(..4) {
+                Some(&[a, b, c, d]) => 4 + u32::from_be_bytes([a, b, c, d]) as usize,
+                _ => 4,
+            };
+            return Err(Error::Codec {
                 addr: addr.to_string(),
-                source: std::io::ErrorKind::UnexpectedEof.into(),
+                source: CodecError::Truncated {
+                    what: "frame (the connection closed mid-frame)",
+                    needed,
+                    got: buf.len(),
+                },
             });
         }
     }
@@ -530,18 +625,25 @@ async fn read_reply(
     read: &mut OwnedReadHalf,
     buf: &mut BytesMut,
     config: &ConnConfig,
+    write_failed: &mut watch::Receiver<Option<WriteFailed>>,
 ) -> Result<bytes::Bytes> {
     loop {
-        match read_frame(addr, read, buf, config).await? {
-            Frame::Response(data) if data.as_ref() == HEARTBEAT => continue,
-            Frame::Response(data) => return Ok(data),
-            Frame::Error(error) => {
+        match read_frame(addr, read, buf, config, write_failed).await? {
+            None => {
+                return Err(Error::Io {
+                    addr: addr.to_string(),
+                    source: std::io::ErrorKind::UnexpectedEof.into(),
+                })
+            }
+            Some(Frame::Response(data)) if data.as_ref() == HEARTBEAT => continue,
+            Some(Frame::Response(data)) => return Ok(data),
+            Some(Frame::Error(error)) => {
                 return Err(Error::Server {
                     addr: addr.to_string(),
                     error,
                 })
             }
-            Frame::Message(_) => {
+            Some(Frame::Message(_)) => {
                 return Err(Error::Protocol {
                     addr: addr.to_string(),
                     what: "a message before SUB".into(),
@@ -556,7 +658,8 @@ impl Conn {
     /// for its `OK`, then starts the reader task feeding `sink`, which gets the connection's
     /// writer along so a consumer can hand out and answer messages on the reader's task.
     /// `positions` says whether deliveries carry offset and raw size (SUB_ADVANCED,
-    /// SUB_ORDERED).
+    /// SUB_ORDERED). A server that refuses the configured message timeout as above its
+    /// maximum costs up to two more dials (see [`ConnConfig::msg_timeout`]).
     pub async fn connect(
         addr: &str,
         config: &ConnConfig,
@@ -564,32 +667,13 @@ impl Conn {
         positions: bool,
         sink: impl FnMut(Event, &Arc<Writer>) + Send + 'static,
     ) -> Result<Conn> {
-        let stream = tokio::time::timeout(config.dial_timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| Error::Timeout {
-                addr: addr.to_string(),
-                what: "connect",
-                after: config.dial_timeout,
-            })?
-            .map_err(io(addr))?;
-        let _ = stream.set_nodelay(true);
-        let (mut read, write) = stream.into_split();
-        let writer = Writer::spawn(addr, write, config.write_timeout);
-        let identify = serde_json::json!({
-            "client_id": config.client_id,
-            "hostname": "localhost",
-            "user_agent": config.user_agent,
-            "feature_negotiation": true,
-            "heartbeat_interval": config.heartbeat_interval.as_millis() as u64,
-            "msg_timeout": config.msg_timeout.map_or(0, |t| t.as_millis() as u64),
-        })
-        .to_string();
-        let mut buf = BytesMut::from(&MAGIC_V2[..]);
-        Command::Identify(identify.as_bytes()).encode(&mut buf);
-        writer.send_raw(&buf).await?;
-        let mut buf = BytesMut::new();
-        let reply = read_reply(addr, &mut read, &mut buf, config).await?;
-        let negotiated = parse_identify(addr, &reply)?;
+        let Handshake {
+            mut read,
+            writer,
+            mut buf,
+            mut write_failed,
+            negotiated,
+        } = Handshake::capped(addr, config).await?;
         if negotiated.auth_required {
             let secret = config
                 .auth_secret
@@ -599,11 +683,11 @@ impl Conn {
                     what: "the server requires AUTH and no secret is configured".into(),
                 })?;
             writer.send(Command::Auth(secret.as_bytes())).await?;
-            read_reply(addr, &mut read, &mut buf, config).await?;
+            read_reply(addr, &mut read, &mut buf, config, &mut write_failed).await?;
         }
         if let Some(command) = subscribe {
             writer.send(command).await?;
-            read_reply(addr, &mut read, &mut buf, config).await?;
+            read_reply(addr, &mut read, &mut buf, config, &mut write_failed).await?;
         }
         let reader = tokio::spawn(read_loop(
             addr.to_string(),
@@ -625,6 +709,102 @@ impl Conn {
     pub async fn close(&self) {
         self.writer.shutdown().await;
     }
+}
+
+/// A dialled connection that sent the magic and IDENTIFY and read the reply.
+struct Handshake {
+    read: OwnedReadHalf,
+    writer: Arc<Writer>,
+    buf: BytesMut,
+    write_failed: watch::Receiver<Option<WriteFailed>>,
+    negotiated: Negotiated,
+}
+
+impl Handshake {
+    /// Dials and identifies asking for `config.msg_timeout`, capped at the server's
+    /// `max_msg_timeout` (see [`ConnConfig::msg_timeout`]): the maximum comes only in the
+    /// reply to IDENTIFY, and a server asked for more refuses and closes, so a refusal of the
+    /// timeout costs one connection that asks for nothing (to learn the maximum) and, unless
+    /// the server's default is the maximum, one that asks for exactly it.
+    async fn capped(addr: &str, config: &ConnConfig) -> Result<Handshake> {
+        let Some(asked) = config.msg_timeout else {
+            return Handshake::identify(addr, config, None).await;
+        };
+        let refused = match Handshake::identify(addr, config, Some(asked)).await {
+            Err(Error::Server { error, .. }) if refuses_msg_timeout(&error) => Error::Server {
+                addr: addr.to_string(),
+                error,
+            },
+            other => return other,
+        };
+        let probe = Handshake::identify(addr, config, None).await?;
+        let max = probe.negotiated.max_msg_timeout;
+        if asked <= max || max.is_zero() {
+            // Not above the maximum (below the server's minimum, say): not the client's to
+            // change. (No maximum reported: nothing to cap at.)
+            return Err(refused);
+        }
+        if probe.negotiated.msg_timeout == max {
+            return Ok(probe);
+        }
+        drop(probe);
+        tracing::debug!(
+            addr,
+            ?asked,
+            ?max,
+            "msg_timeout above the server's max_msg_timeout; asking for the maximum"
+        );
+        Handshake::identify(addr, config, Some(max)).await
+    }
+
+    /// Dials, sends the magic and IDENTIFY (asking for `msg_timeout`, or the server's default)
+    /// and reads the reply.
+    async fn identify(
+        addr: &str,
+        config: &ConnConfig,
+        msg_timeout: Option<Duration>,
+    ) -> Result<Handshake> {
+        let stream = tokio::time::timeout(config.dial_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| Error::Timeout {
+                addr: addr.to_string(),
+                what: "connect",
+                after: config.dial_timeout,
+            })?
+            .map_err(io(addr))?;
+        let _ = stream.set_nodelay(true);
+        let (mut read, write) = stream.into_split();
+        let writer = Writer::spawn(addr, write, config.write_timeout);
+        let mut write_failed = writer.shared.failed.subscribe();
+        let identify = serde_json::json!({
+            "client_id": config.client_id,
+            "hostname": "localhost",
+            "user_agent": config.user_agent,
+            "feature_negotiation": true,
+            "heartbeat_interval": config.heartbeat_interval.as_millis() as u64,
+            "msg_timeout": msg_timeout.map_or(0, |t| t.as_millis() as u64),
+        })
+        .to_string();
+        let mut buf = BytesMut::from(&MAGIC_V2[..]);
+        Command::Identify(identify.as_bytes()).encode(&mut buf);
+        writer.send_raw(&buf).await?;
+        let mut buf = BytesMut::new();
+        let reply = read_reply(addr, &mut read, &mut buf, config, &mut write_failed).await?;
+        let negotiated = parse_identify(addr, &reply)?;
+        Ok(Handshake {
+            read,
+            writer,
+            buf,
+            write_failed,
+            negotiated,
+        })
+    }
+}
+
+/// Whether an IDENTIFY was refused for its message timeout (nsqd and the Youzan fork:
+/// `E_BAD_BODY IDENTIFY msg timeout (<ms>) is invalid`).
+fn refuses_msg_timeout(error: &ServerError) -> bool {
+    error.code == "E_BAD_BODY" && error.text.contains("msg timeout")
 }
 
 fn parse_identify(addr: &str, reply: &[u8]) -> Result<Negotiated> {
@@ -659,6 +839,8 @@ async fn read_loop(
     writer: Arc<Writer>,
     mut sink: impl FnMut(Event, &Arc<Writer>),
 ) {
+    // Sees a failure that happened before it subscribed: `wait_for` checks the current value.
+    let mut write_failed = writer.shared.failed.subscribe();
     // The reply to every publish, taken off the buffer as it is: decoding slices each frame
     // out of the buffer (a reference count up and down, per publish).
     const OK_FRAME: [u8; 10] = [0, 0, 0, 6, 0, 0, 0, 0, b'O', b'K'];
@@ -668,17 +850,16 @@ async fn read_loop(
             sink(Event::Response(bytes::Bytes::from_static(b"OK")), &writer);
             continue;
         }
-        let frame = match read_frame(&addr, &mut read, &mut buf, &config).await {
-            Ok(frame) => frame,
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
-                break None
-            }
+        let frame = match read_frame(&addr, &mut read, &mut buf, &config, &mut write_failed).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break None,
             Err(e) => break Some(e),
         };
         match frame {
             Frame::Response(data) if data.as_ref() == HEARTBEAT => {
                 if let Err(e) = writer.send(Command::Nop).await {
-                    break Some(e);
+                    // A failed write closed the writer: report why.
+                    break Some(writer.failure().unwrap_or(e));
                 }
             }
             Frame::Response(data) => sink(Event::Response(data), &writer),
@@ -696,4 +877,127 @@ async fn read_loop(
     };
     writer.shutdown().await;
     sink(Event::Closed(end), &writer);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+    use tokio::sync::mpsc;
+
+    /// The bytes of one server frame.
+    fn frame(kind: i32, data: &[u8]) -> Vec<u8> {
+        let mut f = (4 + data.len() as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(&kind.to_be_bytes());
+        f.extend_from_slice(data);
+        f
+    }
+
+    /// `read_frame` over an in-memory stream that carries `bytes` and then ends.
+    async fn frames_then_eof(bytes: &[u8]) -> (Vec<Frame>, Result<Option<Frame>>) {
+        let (mut server, mut client) = tokio::io::duplex(64 * 1024);
+        server.write_all(bytes).await.expect("write");
+        drop(server);
+        let (_failed, mut write_failed) = watch::channel(None);
+        let (config, mut buf, mut frames) = (ConnConfig::default(), BytesMut::new(), Vec::new());
+        loop {
+            match read_frame("test", &mut client, &mut buf, &config, &mut write_failed).await {
+                Ok(Some(frame)) => frames.push(frame),
+                end => return (frames, end),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_end_between_frames_is_a_clean_close() {
+        let mut wire = frame(0, b"OK");
+        wire.extend_from_slice(&frame(1, b"E_FIN_FAILED FIN x failed"));
+        let (frames, end) = frames_then_eof(&wire).await;
+        assert_eq!(frames.len(), 2);
+        assert_eq!(frames[0], Frame::Response(bytes::Bytes::from_static(b"OK")));
+        assert!(matches!(end, Ok(None)), "{end:?}");
+        let (frames, end) = frames_then_eof(b"").await;
+        assert!(frames.is_empty());
+        assert!(matches!(end, Ok(None)), "{end:?}");
+    }
+
+    #[tokio::test]
+    async fn an_end_in_the_middle_of_a_frame_is_a_truncated_frame() {
+        let whole = frame(0, b"_heartbeat_");
+        for cut in 1..whole.len() {
+            let mut wire = frame(0, b"OK");
+            wire.extend_from_slice(&whole[..cut]);
+            let (frames, end) = frames_then_eof(&wire).await;
+            assert_eq!(frames.len(), 1, "the whole frame before the cut is read");
+            let needed = if cut < 4 { 4 } else { whole.len() };
+            match end {
+                Err(Error::Codec {
+                    source: CodecError::Truncated { needed: n, got, .. },
+                    ..
+                }) => assert_eq!((n, got), (needed, cut), "cut {cut}"),
+                other => panic!("cut {cut}: {other:?}"),
+            }
+        }
+    }
+
+    /// A server that answers the magic and IDENTIFY with `OK`, then sends `tail` and closes.
+    async fn server_sending(tail: Vec<u8>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            // Magic, "IDENTIFY\n", size, JSON.
+            let mut head = [0u8; 4 + 9 + 4];
+            socket.read_exact(&mut head).await.expect("identify");
+            let size = u32::from_be_bytes([head[13], head[14], head[15], head[16]]);
+            let mut body = vec![0u8; size as usize];
+            socket.read_exact(&mut body).await.expect("identify body");
+            socket.write_all(&frame(0, b"OK")).await.expect("OK");
+            socket.write_all(&tail).await.expect("tail");
+        });
+        addr
+    }
+
+    /// What the sink of a connection to a server sending `tail` hears as the connection ends.
+    async fn closed_after(tail: Vec<u8>) -> Option<Error> {
+        let addr = server_sending(tail).await;
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let conn = Conn::connect(
+            &addr,
+            &ConnConfig::default(),
+            None,
+            false,
+            move |event, _| {
+                let _ = tx.send(event);
+            },
+        )
+        .await
+        .expect("connect");
+        loop {
+            match rx.recv().await.expect("an event") {
+                Event::Closed(end) => {
+                    drop(conn);
+                    return end;
+                }
+                Event::Response(data) => assert_eq!(data.as_ref(), b"late"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_sink_hears_a_truncated_frame_as_an_error_and_a_clean_end_as_none() {
+        let whole = frame(0, b"late");
+        assert!(closed_after(whole.clone()).await.is_none());
+        let mut cut = whole.clone();
+        cut.extend_from_slice(&whole[..6]);
+        assert!(matches!(
+            closed_after(cut).await,
+            Some(Error::Codec {
+                source: CodecError::Truncated { .. },
+                ..
+            })
+        ));
+    }
 }

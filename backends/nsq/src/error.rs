@@ -22,7 +22,8 @@ pub enum CodecError {
     /// The frame type is not response, error or message.
     #[error("unknown frame type {0}")]
     UnknownFrameType(i32),
-    /// A frame is shorter than its fixed part.
+    /// A frame ended early: the connection closed in the middle of one (never reported as a
+    /// clean close), or a frame is shorter than its fixed part.
     #[error("truncated {what}: need {needed} bytes, got {got}")]
     Truncated {
         /// What was being decoded.

@@ -186,6 +186,8 @@ pub(crate) struct Source {
     shared: Arc<Shared>,
     /// Set by the first delivery (the writer exists only once the connection does).
     writer: OnceLock<Arc<Writer>>,
+    /// The connection's negotiated message timeout, set once it is connected.
+    msg_timeout: OnceLock<Duration>,
 }
 
 impl std::fmt::Debug for Source {
@@ -205,7 +207,13 @@ impl Source {
             last_active: AtomicU64::new(0),
             shared,
             writer: OnceLock::new(),
+            msg_timeout: OnceLock::new(),
         }
+    }
+
+    /// Records the connection's negotiated message timeout (before any delivery).
+    pub(crate) fn set_msg_timeout(&self, msg_timeout: Duration) {
+        let _ = self.msg_timeout.set(msg_timeout);
     }
 
     /// Messages delivered and not answered yet.
@@ -261,6 +269,12 @@ impl Message {
     /// Where it came from.
     pub fn origin(&self) -> &Origin {
         &self.source.origin
+    }
+
+    /// How long the server waits for an answer (or a TOUCH) before it delivers this message
+    /// again: its connection's negotiated message timeout.
+    pub fn msg_timeout(&self) -> Option<Duration> {
+        self.source.msg_timeout.get().copied()
     }
 
     /// Whether FIN or REQ was sent.

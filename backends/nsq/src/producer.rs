@@ -6,7 +6,9 @@
 //! only after the server's `OK`; names and sizes the server would refuse are refused before
 //! sending ([`Error::Invalid`]); a broken connection or a transient server refusal moves on to
 //! the next nsqd (reconnecting lazily), while a permanent refusal (bad topic, bad message) is
-//! returned at once.
+//! returned at once; a server that stops reading fails each attempt within the connection's
+//! `write_timeout` ([`Error::Timeout`] with `what: "write"`), one that stops answering within
+//! its `read_timeout` (`what: "publish reply"`).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -163,17 +165,28 @@ impl Link {
                         addr: sink_addr.clone(),
                         what: "a message on a producer connection".into(),
                     }),
-                    Event::Closed(_) => {
+                    Event::Closed(end) => {
                         sink_alive.store(false, Ordering::Release);
-                        // Closed by the watchdog: the waiters' failure is its timeout.
-                        if sink_waiters.timed_out.load(Ordering::Acquire) {
-                            sink_waiters.fail_all(writer, || Error::Timeout {
-                                addr: sink_addr.clone(),
-                                what: "publish reply",
-                                after: read_timeout,
-                            });
+                        // Closed by the watchdog: the waiters' failure is its timeout. Closed
+                        // because a write stalled (or a read): theirs is that timeout.
+                        let timeout = if sink_waiters.timed_out.load(Ordering::Acquire) {
+                            Some(("publish reply", read_timeout))
                         } else {
-                            sink_waiters.fail_all(writer, || Error::Closed("producer connection"));
+                            match end {
+                                Some(Error::Timeout { what, after, .. }) => Some((what, after)),
+                                _ => None,
+                            }
+                        };
+                        match timeout {
+                            Some((what, after)) => {
+                                sink_waiters.fail_all(writer, || Error::Timeout {
+                                    addr: sink_addr.clone(),
+                                    what,
+                                    after,
+                                })
+                            }
+                            None => sink_waiters
+                                .fail_all(writer, || Error::Closed("producer connection")),
                         }
                         return;
                     }
@@ -305,8 +318,9 @@ impl Producer {
     /// Only the queueing is awaited: connecting, when no connection is open.
     ///
     /// Guarantees: a receipt resolves to `Ok` only after the server's `OK`; to the server's
-    /// refusal; or, when its connection ends or its reply times out first, to
-    /// [`Error::Closed`], [`Error::Io`] or [`Error::Timeout`], after which the message may or
+    /// refusal; or, when its connection ends, a write on it stalls past `write_timeout` or its
+    /// reply times out first, to [`Error::Closed`], [`Error::Io`] or [`Error::Timeout`]
+    /// (`what: "write"` or `"publish reply"`), after which the message may or
     /// may not be stored. Unlike [`Producer::publish`], a receipt is not retried on another
     /// connection: publish again if at-least-once delivery is wanted. Queueing fails over
     /// between nsqd like `publish`. Publishes in flight together keep no order among them on
@@ -348,7 +362,11 @@ impl Producer {
         .map(drop)
     }
 
-    /// Publishes a batch atomically: all of it or none.
+    /// Publishes a batch atomically: all of it or none. An empty batch, an empty body, a body
+    /// above `max_msg_size` or a batch above `max_body_size` is refused before sending
+    /// ([`Error::Invalid`]); a batch the server refuses (its limits may be lower than the
+    /// configured ones) is [`Error::Server`] (`E_BAD_MESSAGE`, `E_BAD_BODY`), and then none of
+    /// it was stored.
     pub async fn multi_publish(
         &self,
         topic: &str,

@@ -1,6 +1,8 @@
 //! The mq adapter against the test server, in both modes: upstream (`extensions = none`) and
 //! Youzan (`extensions = partitions`). The core's contract checks run against both modes in the
-//! workspace's conformance suite (`tests/conformance`); these are the adapter's own.
+//! workspace's conformance suite (`tests/conformance`); these are the adapter's own. Each mode
+//! runs against the external server when `MSGSTREAM_NSQ_*` names one of that mode
+//! (`common::server`); `fixture_` tests need test servers of their own.
 
 mod common;
 
@@ -14,18 +16,14 @@ use msgstream::mq::{
 use msgstream::testkit::Harness;
 use msgstream::Error;
 use msgstream_nsq::{Extensions, NsqClient, NsqConfig};
-use msgstream_nsq_testd::{Options, TestLookupd, TestServer};
+use msgstream_nsq_testd::TestLookupd;
 
 async fn harness(extensions: Extensions) -> Harness {
-    let server = TestServer::start(Options {
-        extensions: match extensions {
-            Extensions::None => msgstream_nsq_testd::Extensions::None,
-            Extensions::Partitions => msgstream_nsq_testd::Extensions::Partitions,
-        },
-        ..Options::default()
+    let server = common::server(match extensions {
+        Extensions::None => msgstream_nsq_testd::Extensions::None,
+        Extensions::Partitions => msgstream_nsq_testd::Extensions::Partitions,
     })
-    .await
-    .expect("test server");
+    .await;
     let config = NsqConfig {
         nsqd: vec![server.tcp_addr().to_string()],
         nsqd_http: vec![server.http_addr().to_string()],
@@ -57,13 +55,14 @@ async fn recv(consumer: &mut Box<dyn Consumer>) -> Message {
 async fn upstream_new_channels_see_only_new_messages() {
     let harness = upstream().await;
     let client = harness.client();
-    let producer = client.create_producer("t").await.expect("producer");
+    let topic = common::topic("t");
+    let producer = client.create_producer(&topic).await.expect("producer");
     producer
         .send(ProducerMessage::new(&b"before"[..]))
         .await
         .expect("send");
     let mut first = client
-        .subscribe(ConsumerOptions::new("t", "first"))
+        .subscribe(ConsumerOptions::new(&topic, "first"))
         .await
         .expect("first");
     assert_eq!(
@@ -72,7 +71,7 @@ async fn upstream_new_channels_see_only_new_messages() {
         "the first channel gets the backlog"
     );
     let mut second = client
-        .subscribe(ConsumerOptions::new("t", "second"))
+        .subscribe(ConsumerOptions::new(&topic, "second"))
         .await
         .expect("second");
     producer
@@ -96,9 +95,10 @@ async fn upstream_new_channels_see_only_new_messages() {
 async fn ids_lag_and_listing() {
     for harness in [partitions().await, upstream().await] {
         let client = harness.client();
-        let producer = client.create_producer("listed").await.expect("producer");
+        let topic = common::topic("listed");
+        let producer = client.create_producer(&topic).await.expect("producer");
         let mut consumer = client
-            .subscribe(ConsumerOptions::new("listed", "g"))
+            .subscribe(ConsumerOptions::new(&topic, "g"))
             .await
             .expect("sub");
         let ids = producer
@@ -120,25 +120,23 @@ async fn ids_lag_and_listing() {
         };
         let mut listed = Vec::new();
         for _ in 0..200 {
-            listed = lag(client.list_subscriptions("listed").await.expect("list"));
+            listed = lag(client.list_subscriptions(&topic).await.expect("list"));
             if listed == [("g".to_string(), Some(2))] {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(listed, [("g".to_string(), Some(2))]);
-        assert!(client
-            .list_topics()
-            .await
-            .expect("topics")
-            .contains(&"listed".to_string()));
+        assert!(client.list_topics().await.expect("topics").contains(&topic));
         let wrong_len = vec![0u8; ids[0].as_bytes().len() + 1];
         assert!(matches!(
             client.message_id_from_bytes(&wrong_len),
             Err(Error::Decode(_))
         ));
         assert!(matches!(
-            client.list_subscriptions("never-created").await,
+            client
+                .list_subscriptions(&common::topic("never-created"))
+                .await,
             Err(Error::UnknownChannel { .. })
         ));
         consumer.close().await;
@@ -147,7 +145,7 @@ async fn ids_lag_and_listing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_http_the_admin_parts_are_unsupported() {
-    let server = TestServer::start(Options::default()).await.expect("server");
+    let server = common::server(msgstream_nsq_testd::Extensions::None).await;
     let client = NsqClient::connect(NsqConfig {
         nsqd: vec![server.tcp_addr().to_string()],
         ..NsqConfig::default()
@@ -180,7 +178,8 @@ async fn without_http_the_admin_parts_are_unsupported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
-    let server = TestServer::start(Options::default()).await.expect("server");
+    let server = common::server(msgstream_nsq_testd::Extensions::None).await;
+    let topic = common::topic("raw");
     let client = NsqClient::connect(NsqConfig {
         nsqd: vec![server.tcp_addr().to_string()],
         ..NsqConfig::default()
@@ -188,7 +187,7 @@ async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
     .await
     .expect("client");
     let mut consumer = client
-        .subscribe(ConsumerOptions::new("raw", "g"))
+        .subscribe(ConsumerOptions::new(&topic, "g"))
         .await
         .expect("sub");
     let raw = msgstream_nsq::Producer::new(msgstream_nsq::ProducerConfig {
@@ -196,10 +195,10 @@ async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
         ..msgstream_nsq::ProducerConfig::default()
     })
     .expect("raw producer");
-    raw.publish("raw", b"\xffMS1\0\0")
+    raw.publish(&topic, b"\xffMS1\0\0")
         .await
         .expect("pub broken");
-    raw.publish("raw", b"from pynsq")
+    raw.publish(&topic, b"from pynsq")
         .await
         .expect("pub foreign");
     let broken = tokio::time::timeout(Duration::from_secs(15), consumer.recv())
@@ -218,8 +217,9 @@ async fn latest_id_is_the_last_delivered_one_and_seeks_exactly() {
     let harness = partitions().await;
     let client = harness.client();
     assert!(client.capabilities().latest_id);
+    let topic = common::topic("newest");
     let mut consumer = client
-        .subscribe(ConsumerOptions::new("newest", "g"))
+        .subscribe(ConsumerOptions::new(&topic, "g"))
         .await
         .expect("sub");
     assert_eq!(
@@ -227,7 +227,7 @@ async fn latest_id_is_the_last_delivered_one_and_seeks_exactly() {
         None,
         "an empty partition has no newest message"
     );
-    let producer = client.create_producer("newest").await.expect("producer");
+    let producer = client.create_producer(&topic).await.expect("producer");
     let mut sent = Vec::new();
     for i in 0..3 {
         let payload = format!("m{i}{}", "x".repeat(i * 7));
@@ -270,7 +270,7 @@ async fn latest_id_is_the_last_delivered_one_and_seeks_exactly() {
     );
     let mut reader = client
         .create_reader(ReaderOptions {
-            topic: "newest".into(),
+            topic: topic.clone(),
             start: latest.clone(),
             inclusive: true,
         })
@@ -304,11 +304,12 @@ async fn latest_id_while_publishing_is_always_a_real_message() {
     // with a later end: every answer is the id of a message the consumer gets.
     let harness = partitions().await;
     let client = harness.client();
+    let topic = common::topic("racing");
     let mut consumer = client
-        .subscribe(ConsumerOptions::new("racing", "g"))
+        .subscribe(ConsumerOptions::new(&topic, "g"))
         .await
         .expect("sub");
-    let producer = client.create_producer("racing").await.expect("producer");
+    let producer = client.create_producer(&topic).await.expect("producer");
     let publishing = tokio::spawn(async move {
         for i in 0..200 {
             producer
@@ -354,12 +355,12 @@ async fn latest_id_while_publishing_is_always_a_real_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readers_find_their_partition_through_lookupd() {
+async fn fixture_readers_find_their_partition_through_lookupd() {
     // Partition 0 of the topic lives on `a`, partition 1 on `b`; the client knows `b` only
     // as a TCP address to publish to and has no nsqd_http: the reader of partition 1 must
-    // reach `b`'s TCP and HTTP through lookupd.
-    let a = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
-    let b = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
+    // reach `b`'s TCP and HTTP through lookupd. (Two servers and the test lookupd: fixture.)
+    let a = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let b = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
     let lookupd = TestLookupd::start(&[&a, &b]).await.expect("lookupd");
     let http_post = async |addr, target: &str| common::http(addr, "POST", target, b"decoy").await.0;
     assert_eq!(
@@ -456,4 +457,45 @@ async fn readers_find_their_partition_through_lookupd() {
             .is_err(),
         "no lookupd, no reader (an error, not a hang)"
     );
+}
+
+/// A server whose message timeout is short (1 s here; nsqd's `--msg-timeout`) still never
+/// times out a message the adapter holds unacked: the adapter TOUCHes held messages at least
+/// three times per timeout of their connection (at a fixed 15 s it let this one time out and
+/// come again behind newer ones). Holding it for 3.5 timeouts is the point of the test, so it
+/// waits that long; then the server must report it still in flight and never timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixture_held_messages_outlive_a_short_server_msg_timeout() {
+    let server = common::fixture_server_with(msgstream_nsq_testd::Options {
+        extensions: msgstream_nsq_testd::Extensions::Partitions,
+        msg_timeout: Duration::from_secs(1),
+        ..msgstream_nsq_testd::Options::default()
+    })
+    .await;
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        nsqd_http: vec![server.http_addr().to_string()],
+        extensions: Extensions::Partitions,
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let topic = common::topic("held");
+    let producer = client.create_producer(&topic).await.expect("producer");
+    producer
+        .send(ProducerMessage::new(&b"held"[..]))
+        .await
+        .expect("send");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "holder"))
+        .await
+        .expect("subscribe");
+    let held = recv(&mut consumer).await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let stats = common::channel_stats(&server, &topic, Some(0), "holder").await;
+    assert_eq!(stats["timeout_count"], 0, "never timed out: {stats}");
+    assert_eq!(stats["in_flight_count"], 1, "still held: {stats}");
+    consumer.ack(&held).await.expect("ack");
+    consumer.close().await;
+    client.close().await;
 }

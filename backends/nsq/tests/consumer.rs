@@ -1,5 +1,6 @@
 //! The push consumer against the test server: flow control, backoff, attempts, requeue,
-//! TOUCH, lookupd discovery, reconnect and graceful stop.
+//! TOUCH, lookupd discovery, reconnect and graceful stop. Tests on `common::server` run against
+//! an external server too; `fixture_` tests need test servers of their own.
 
 mod common;
 
@@ -13,9 +14,9 @@ use common::*;
 use msgstream_nsq::{spawn_handlers, Consumer, ConsumerConfig, Error};
 use msgstream_nsq_testd::{Extensions, TestLookupd};
 
-async fn publish_n(servers: &[&msgstream_nsq_testd::TestServer], topic: &str, n: usize) {
+async fn publish_n<S: Nsqd>(servers: &[&S], topic: &str, n: usize) {
     for server in servers {
-        let producer = producer(&[server]);
+        let producer = producer(&[*server]);
         let bodies: Vec<Bytes> = (0..n)
             .map(|i| Bytes::from(format!("{}-{i}", server.tcp_addr().port())))
             .collect();
@@ -33,10 +34,10 @@ async fn subscribe(config: ConsumerConfig) -> Arc<Consumer> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn never_more_in_flight_than_max_in_flight() {
+async fn fixture_never_more_in_flight_than_max_in_flight() {
     let (a, b) = (
-        server(Extensions::None).await,
-        server(Extensions::None).await,
+        fixture_server(Extensions::None).await,
+        fixture_server(Extensions::None).await,
     );
     let mut config = consumer_config(&[&a, &b], "flow", "c");
     config.max_in_flight = 3;
@@ -83,13 +84,14 @@ async fn never_more_in_flight_than_max_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backoff_is_entered_and_left() {
     let s = server(Extensions::None).await;
-    let mut config = consumer_config(&[&s], "backoff", "c");
+    let topic = topic("backoff");
+    let mut config = consumer_config(&[&s], &topic, "c");
     config.max_in_flight = 5;
     config.backoff.multiplier = Duration::from_millis(20);
     config.backoff.max = Duration::from_secs(1);
     config.max_attempts = 0;
     let consumer = subscribe(config).await;
-    publish_n(&[&s], "backoff", 10).await;
+    publish_n(&[&s], &topic, 10).await;
     let levels = Arc::new(Mutex::new(Vec::new()));
     let rdy_in_backoff = Arc::new(AtomicU64::new(0));
     let samples = Arc::new(AtomicU64::new(0));
@@ -113,11 +115,12 @@ async fn backoff_is_entered_and_left() {
         })
     };
     let watcher = {
-        let (s_addr, rdy_in_backoff, consumer, samples) = (
+        let (s_addr, rdy_in_backoff, consumer, samples, topic) = (
             s.http_addr(),
             rdy_in_backoff.clone(),
             consumer.clone(),
             samples.clone(),
+            topic.clone(),
         );
         tokio::spawn(async move {
             loop {
@@ -126,11 +129,8 @@ async fn backoff_is_entered_and_left() {
                 let before = consumer.stats().backoff_level;
                 if before > 0 {
                     tokio::time::sleep(Duration::from_millis(10)).await;
-                    let (_, raw) = http(s_addr, "GET", "/stats?format=json", b"").await;
-                    let v: serde_json::Value = serde_json::from_slice(&raw).expect("json");
-                    let rdy = v["topics"][0]["channels"][0]["clients"][0]["ready_count"]
-                        .as_u64()
-                        .unwrap_or(0);
+                    let c = channel_stats_at(s_addr, &topic, None, "c").await;
+                    let rdy = c["clients"][0]["ready_count"].as_u64().unwrap_or(0);
                     if consumer.stats().backoff_level == before {
                         rdy_in_backoff.fetch_max(rdy, Ordering::SeqCst);
                         samples.fetch_add(1, Ordering::SeqCst);
@@ -165,7 +165,8 @@ async fn backoff_is_entered_and_left() {
 async fn max_attempts_reach_the_failed_callback() {
     let s = server(Extensions::None).await;
     let failed = Arc::new(Mutex::new(Vec::new()));
-    let mut config = consumer_config(&[&s], "attempts", "c");
+    let topic = topic("attempts");
+    let mut config = consumer_config(&[&s], &topic, "c");
     config.max_attempts = 3;
     {
         let failed = failed.clone();
@@ -178,7 +179,7 @@ async fn max_attempts_reach_the_failed_callback() {
     }
     let consumer = subscribe(config).await;
     producer(&[&s])
-        .publish("attempts", b"poison")
+        .publish(&topic, b"poison")
         .await
         .expect("pub");
     let calls = Arc::new(AtomicU32::new(0));
@@ -200,7 +201,7 @@ async fn max_attempts_reach_the_failed_callback() {
         "the handler saw attempts 1..=3"
     );
     eventually("the FIN reached the server", async || {
-        channel_stats(&s, "attempts", None, "c").await["in_flight_count"] == 0
+        channel_stats(&s, &topic, None, "c").await["in_flight_count"] == 0
     })
     .await;
     assert_eq!(consumer.stats().failed, 1);
@@ -213,12 +214,13 @@ async fn max_attempts_reach_the_failed_callback() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requeue_waits_its_delay_and_auto_delay_scales() {
     let s = server(Extensions::None).await;
-    let mut config = consumer_config(&[&s], "requeue", "c");
+    let topic = topic("requeue");
+    let mut config = consumer_config(&[&s], &topic, "c");
     config.default_requeue_delay = Duration::from_millis(100);
     config.max_requeue_delay = Duration::from_millis(250);
     let consumer = subscribe(config).await;
     producer(&[&s])
-        .publish("requeue", b"later")
+        .publish(&topic, b"later")
         .await
         .expect("pub");
     let first = recv(&consumer).await;
@@ -253,11 +255,9 @@ async fn requeue_waits_its_delay_and_auto_delay_scales() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn touch_keeps_a_slow_message_alive() {
     let s = server(Extensions::None).await;
-    let consumer = subscribe(consumer_config(&[&s], "touch", "c")).await;
-    producer(&[&s])
-        .publish("touch", b"slow")
-        .await
-        .expect("pub");
+    let topic = topic("touch");
+    let consumer = subscribe(consumer_config(&[&s], &topic, "c")).await;
+    producer(&[&s]).publish(&topic, b"slow").await.expect("pub");
     let slow = recv(&consumer).await;
     // Three times the 1 s message timeout, touching every 200 ms.
     for _ in 0..15 {
@@ -267,21 +267,21 @@ async fn touch_keeps_a_slow_message_alive() {
     slow.finish().await.expect("FIN");
     // The server reads the FIN on its own time; the HTTP stats may come first.
     eventually("the FIN processed", async || {
-        channel_stats(&s, "touch", None, "c").await["in_flight_count"] == 0
+        channel_stats(&s, &topic, None, "c").await["in_flight_count"] == 0
     })
     .await;
-    let stats = channel_stats(&s, "touch", None, "c").await;
+    let stats = channel_stats(&s, &topic, None, "c").await;
     assert_eq!(stats["timeout_count"], 0, "{stats}");
     // Without TOUCH the same wait times it out.
     producer(&[&s])
-        .publish("touch", b"forgotten")
+        .publish(&topic, b"forgotten")
         .await
         .expect("pub");
     let forgotten = recv(&consumer).await;
     let again = recv(&consumer).await;
     assert_eq!((again.id(), again.attempts()), (forgotten.id(), 2));
     again.finish().await.expect("FIN");
-    let stats = channel_stats(&s, "touch", None, "c").await;
+    let stats = channel_stats(&s, &topic, None, "c").await;
     assert_eq!(stats["timeout_count"], 1, "{stats}");
     // The first delivery is no longer in flight: a non-fatal E_FIN_FAILED, the connection
     // stays up, and the consumer counts it answered (so stop does not wait for it).
@@ -291,10 +291,10 @@ async fn touch_keeps_a_slow_message_alive() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lookupd_discovers_two_servers() {
+async fn fixture_lookupd_discovers_two_servers() {
     let (a, b) = (
-        server(Extensions::None).await,
-        server(Extensions::None).await,
+        fixture_server(Extensions::None).await,
+        fixture_server(Extensions::None).await,
     );
     publish_n(&[&a, &b], "found", 5).await;
     let lookupd = TestLookupd::start(&[&a, &b]).await.expect("lookupd");
@@ -328,8 +328,8 @@ async fn lookupd_discovers_two_servers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconnects_after_the_server_drops_every_connection() {
-    let s = server(Extensions::None).await;
+async fn fixture_reconnects_after_the_server_drops_every_connection() {
+    let s = fixture_server(Extensions::None).await;
     let mut config = consumer_config(&[&s], "drop", "c");
     config.max_in_flight = 4;
     config.conn.msg_timeout = Some(Duration::from_secs(2));
@@ -385,10 +385,11 @@ async fn reconnects_after_the_server_drops_every_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_stop_under_load_loses_nothing() {
     let s = server(Extensions::None).await;
-    let mut config = consumer_config(&[&s], "stop", "c");
+    let topic = topic("stop");
+    let mut config = consumer_config(&[&s], &topic, "c");
     config.max_in_flight = 50;
     let consumer = subscribe(config).await;
-    publish_n(&[&s], "stop", 500).await;
+    publish_n(&[&s], &topic, 500).await;
     let handled = Arc::new(AtomicU32::new(0));
     let handlers = {
         let handled = handled.clone();
@@ -411,11 +412,11 @@ async fn graceful_stop_under_load_loses_nothing() {
     // Everything in flight was answered and the connections closed; the server notices the
     // close on its own time, so wait for it rather than race the HTTP stats.
     eventually("the server to see every answer and the close", async || {
-        let c = channel_stats(&s, "stop", None, "c").await;
+        let c = channel_stats(&s, &topic, None, "c").await;
         c["in_flight_count"] == 0 && c["client_count"] == 0
     })
     .await;
-    let c = channel_stats(&s, "stop", None, "c").await;
+    let c = channel_stats(&s, &topic, None, "c").await;
     assert_eq!(c["timeout_count"], 0, "answered, not timed out: {c}");
     assert_eq!(c["depth"].as_u64().expect("depth") + finished, 500, "{c}");
 }
@@ -442,11 +443,11 @@ async fn refusals_are_clear() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rdy_rotates_when_connections_outnumber_max_in_flight() {
+async fn fixture_rdy_rotates_when_connections_outnumber_max_in_flight() {
     let servers = [
-        server(Extensions::None).await,
-        server(Extensions::None).await,
-        server(Extensions::None).await,
+        fixture_server(Extensions::None).await,
+        fixture_server(Extensions::None).await,
+        fixture_server(Extensions::None).await,
     ];
     let refs: Vec<&msgstream_nsq_testd::TestServer> = servers.iter().collect();
     let mut config = consumer_config(&refs, "rotate", "c");
@@ -475,13 +476,12 @@ async fn rdy_rotates_when_connections_outnumber_max_in_flight() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn server_limits_and_heartbeats_are_respected() {
-    let s = msgstream_nsq_testd::TestServer::start(msgstream_nsq_testd::Options {
+async fn fixture_server_limits_and_heartbeats_are_respected() {
+    let s = fixture_server_with(msgstream_nsq_testd::Options {
         max_rdy_count: 5,
         ..msgstream_nsq_testd::Options::default()
     })
-    .await
-    .expect("server");
+    .await;
     let mut config = consumer_config(&[&s], "limits", "c");
     config.max_in_flight = 100;
     let consumer = subscribe(config).await;
@@ -508,21 +508,22 @@ async fn server_limits_and_heartbeats_are_respected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_in_flight_zero_pauses_and_a_new_value_resumes() {
     let s = server(Extensions::None).await;
-    let mut config = consumer_config(&[&s], "pause", "c");
+    let topic = topic("pause");
+    let mut config = consumer_config(&[&s], &topic, "c");
     config.max_in_flight = 4;
     let consumer = subscribe(config).await;
     let rdy =
-        async || channel_stats(&s, "pause", None, "c").await["clients"][0]["ready_count"].clone();
+        async || channel_stats(&s, &topic, None, "c").await["clients"][0]["ready_count"].clone();
     eventually("RDY 4", async || rdy().await == 4).await;
     consumer.set_max_in_flight(0);
     eventually("RDY 0", async || rdy().await == 0).await;
-    publish_n(&[&s], "pause", 3).await;
+    publish_n(&[&s], &topic, 3).await;
     assert!(
         consumer.try_recv().await.is_none(),
         "paused: nothing delivered"
     );
     assert_eq!(
-        channel_stats(&s, "pause", None, "c").await["in_flight_count"],
+        channel_stats(&s, &topic, None, "c").await["in_flight_count"],
         0
     );
     consumer.set_max_in_flight(2);
@@ -538,8 +539,10 @@ async fn max_in_flight_zero_pauses_and_a_new_value_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_consumer_closes_its_connections() {
     let s = server(Extensions::None).await;
-    let consumer = subscribe(consumer_config(&[&s], "dropped", "c")).await;
-    eventually("subscribed", async || s.subscribed_clients() == 1).await;
+    let topic = topic("dropped");
+    let consumer = subscribe(consumer_config(&[&s], &topic, "c")).await;
+    let clients = async || channel_stats(&s, &topic, None, "c").await["client_count"].clone();
+    eventually("subscribed", async || clients().await == 1).await;
     drop(consumer);
-    eventually("connection closed", async || s.subscribed_clients() == 0).await;
+    eventually("connection closed", async || clients().await == 0).await;
 }

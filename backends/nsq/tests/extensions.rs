@@ -1,5 +1,6 @@
 //! The consumer with the Youzan extensions: ordered delivery, consume offsets (seek), and one
-//! connection per (nsqd, partition) found through lookupd.
+//! connection per (nsqd, partition) found through lookupd. Tests on `youzan` run against an
+//! external server too; `fixture_` tests need test servers of their own.
 
 mod common;
 
@@ -7,19 +8,21 @@ use std::collections::BTreeSet;
 
 use common::*;
 use msgstream_nsq::{ConsumeOffset, Consumer, ConsumerConfig, SubscribeMode};
-use msgstream_nsq_testd::{Extensions, TestLookupd, TestServer};
+use msgstream_nsq_testd::{Extensions, TestLookupd};
 
-async fn youzan(partitions: u32) -> TestServer {
+/// A server with the extensions, and a new topic of `partitions` partitions on it.
+async fn youzan(partitions: u32) -> (Server, String) {
     let s = server(Extensions::Partitions).await;
-    let target = format!("/topic/create?topic=yz&partition_num={partitions}");
+    let yz = topic("yz");
+    let target = format!("/topic/create?topic={yz}&partition_num={partitions}");
     assert_eq!(http(s.http_addr(), "POST", &target, b"").await.0, 200);
-    s
+    (s, yz)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordered_delivery_survives_a_requeue() {
-    let s = youzan(1).await;
-    let mut config = consumer_config(&[&s], "yz", "ordered");
+    let (s, yz) = youzan(1).await;
+    let mut config = consumer_config(&[&s], &yz, "ordered");
     config.mode = SubscribeMode::Ordered;
     config.partition = Some(0);
     config.max_in_flight = 10;
@@ -27,7 +30,7 @@ async fn ordered_delivery_survives_a_requeue() {
     let producer = producer(&[&s]);
     for i in 0..20 {
         producer
-            .publish_trace("yz", 0, i, format!("{i}").as_bytes())
+            .publish_trace(&yz, 0, i, format!("{i}").as_bytes())
             .await
             .expect("pub");
     }
@@ -62,18 +65,18 @@ async fn ordered_delivery_survives_a_requeue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seek_to_a_stored_partition_and_offset() {
-    let s = youzan(2).await;
+    let (s, yz) = youzan(2).await;
     let producer = producer(&[&s]);
     let mut receipts = Vec::new();
     for i in 0..10u64 {
         receipts.push(
             producer
-                .publish_trace("yz", 1, i, format!("{i}").as_bytes())
+                .publish_trace(&yz, 1, i, format!("{i}").as_bytes())
                 .await
                 .expect("pub"),
         );
     }
-    let mut config = consumer_config(&[&s], "yz", "replay");
+    let mut config = consumer_config(&[&s], &yz, "replay");
     config.mode = SubscribeMode::Advanced;
     config.partition = Some(1);
     config.max_in_flight = 4;
@@ -104,15 +107,15 @@ async fn seek_to_a_stored_partition_and_offset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_starts_a_new_channel_at_the_end() {
-    let s = youzan(1).await;
+    let (s, yz) = youzan(1).await;
     let producer = producer(&[&s]);
-    producer.publish_to("yz", 0, b"old").await.expect("pub");
-    let mut config = consumer_config(&[&s], "yz", "fresh");
+    producer.publish_to(&yz, 0, b"old").await.expect("pub");
+    let mut config = consumer_config(&[&s], &yz, "fresh");
     config.mode = SubscribeMode::Advanced;
     config.partition = Some(0);
     config.offset = Some(ConsumeOffset::Latest);
     let consumer = Consumer::connect(config).await.expect("consumer");
-    producer.publish_to("yz", 0, b"new").await.expect("pub");
+    producer.publish_to(&yz, 0, b"new").await.expect("pub");
     let message = recv(&consumer).await;
     assert_eq!(body(&message), "new");
     message.finish().await.expect("FIN");
@@ -120,11 +123,11 @@ async fn latest_starts_a_new_channel_at_the_end() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_connection_per_partition_through_lookupd() {
+async fn fixture_one_connection_per_partition_through_lookupd() {
     // Each partition lives on one nsqd (its leader): 0 and 2 on `a`, 1 on `b`.
     let (a, b) = (
-        server(Extensions::Partitions).await,
-        server(Extensions::Partitions).await,
+        fixture_server(Extensions::Partitions).await,
+        fixture_server(Extensions::Partitions).await,
     );
     let producer_a = producer(&[&a]);
     let producer_b = producer(&[&b]);
@@ -166,21 +169,21 @@ async fn one_connection_per_partition_through_lookupd() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timestamp_offsets_start_at_a_publish_time() {
-    let s = youzan(1).await;
+    let (s, yz) = youzan(1).await;
     let producer = producer(&[&s]);
-    producer.publish_to("yz", 0, b"old").await.expect("pub");
+    producer.publish_to(&yz, 0, b"old").await.expect("pub");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs();
     for (channel, secs, first) in [("past", now - 3600, "old"), ("future", now + 3600, "new")] {
-        let mut config = consumer_config(&[&s], "yz", channel);
+        let mut config = consumer_config(&[&s], &yz, channel);
         config.mode = SubscribeMode::Advanced;
         config.partition = Some(0);
         config.offset = Some(ConsumeOffset::Timestamp(secs));
         let consumer = Consumer::connect(config).await.expect("consumer");
         if first == "new" {
-            producer.publish_to("yz", 0, b"new").await.expect("pub");
+            producer.publish_to(&yz, 0, b"new").await.expect("pub");
         }
         let message = recv(&consumer).await;
         assert_eq!(body(&message), first, "channel {channel}");

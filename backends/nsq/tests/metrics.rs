@@ -1,6 +1,7 @@
 //! The client's reconnects reach the core's OpenTelemetry instruments (`msgstream.reconnects`).
 //! Its own test binary: the instruments bind to the global provider on first use, so the
-//! provider must be installed before anything records.
+//! provider must be installed before anything records. It drops the server's connections: a
+//! `fixture_` test.
 
 mod common;
 
@@ -15,9 +16,9 @@ fn reconnects() -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reconnect_is_counted() {
+async fn fixture_a_reconnect_is_counted() {
     recorded();
-    let s = server(Extensions::None).await;
+    let s = fixture_server(Extensions::None).await;
     let consumer = Consumer::connect(consumer_config(&[&s], "metered", "c"))
         .await
         .expect("consumer");

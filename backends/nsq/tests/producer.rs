@@ -1,4 +1,6 @@
 //! The producer against the test server: every publish command, failover, and refusals.
+//! Tests on `server` run against an external server too (one with nsqd's default limits);
+//! `fixture_` tests need a test server of their own; the rest use stub servers of their own.
 
 mod common;
 
@@ -7,24 +9,25 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::*;
 use msgstream_nsq::{Consumer, Error, Producer, ProducerConfig, PublishReceipt, SubscribeMode};
-use msgstream_nsq_testd::{Extensions, Options, TestServer};
+use msgstream_nsq_testd::{Extensions, Options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pub_mpub_and_dpub_arrive() {
     let s = server(Extensions::None).await;
-    let mut config = consumer_config(&[&s], "p", "c");
+    let p = topic("p");
+    let mut config = consumer_config(&[&s], &p, "c");
     config.max_in_flight = 10;
     let consumer = Consumer::connect(config).await.expect("consumer");
     let producer = producer(&[&s]);
-    producer.publish("p", b"one").await.expect("PUB");
+    producer.publish(&p, b"one").await.expect("PUB");
     let batch = [Bytes::from_static(b"two"), Bytes::from_static(b"three")];
     producer
-        .multi_publish("p", None, &batch)
+        .multi_publish(&p, None, &batch)
         .await
         .expect("MPUB");
     let sent = Instant::now();
     producer
-        .deferred_publish("p", Duration::from_millis(300), b"later")
+        .deferred_publish(&p, Duration::from_millis(300), b"later")
         .await
         .expect("DPUB");
     let mut bodies = Vec::new();
@@ -39,8 +42,8 @@ async fn pub_mpub_and_dpub_arrive() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fails_over_and_reconnects() {
-    let s = server(Extensions::None).await;
+async fn fixture_fails_over_and_reconnects() {
+    let s = fixture_server(Extensions::None).await;
     let producer = Producer::new(ProducerConfig {
         nsqd: vec!["127.0.0.1:1".into(), s.tcp_addr().to_string()],
         conn: conn_config(),
@@ -68,6 +71,7 @@ async fn fails_over_and_reconnects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_name_the_problem() {
     let s = server(Extensions::None).await;
+    let t = topic("t");
     let small = Producer::new(ProducerConfig {
         nsqd: vec![s.tcp_addr().to_string()],
         max_msg_size: 4,
@@ -76,8 +80,8 @@ async fn refusals_name_the_problem() {
     .expect("producer");
     for (topic, body) in [
         ("bad topic", &b"x"[..]),
-        ("t", b""),
-        ("t", b"12345"),
+        (t.as_str(), b""),
+        (t.as_str(), b"12345"),
         (&*"x".repeat(65), b"x"),
     ] {
         assert!(
@@ -89,7 +93,7 @@ async fn refusals_name_the_problem() {
     // the connection, and the next publish reconnects.
     let big = producer(&[&s]);
     let too_big = vec![b'x'; 1024 * 1024];
-    let refused = big.publish("t", &[too_big.as_slice(), b"y"].concat()).await;
+    let refused = big.publish(&t, &[too_big.as_slice(), b"y"].concat()).await;
     assert!(
         matches!(refused, Err(Error::Invalid(_))),
         "client-side limit first: {refused:?}"
@@ -101,14 +105,14 @@ async fn refusals_name_the_problem() {
     })
     .expect("producer");
     match unlimited
-        .publish("t", &[too_big.as_slice(), b"y"].concat())
+        .publish(&t, &[too_big.as_slice(), b"y"].concat())
         .await
     {
         Err(Error::Server { error, .. }) => assert_eq!(error.code, "E_BAD_MESSAGE"),
         other => panic!("expected E_BAD_MESSAGE, got {other:?}"),
     }
     unlimited
-        .publish("t", b"fine")
+        .publish(&t, b"fine")
         .await
         .expect("reconnects after a fatal error");
     assert!(Producer::new(ProducerConfig {
@@ -119,13 +123,12 @@ async fn refusals_name_the_problem() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auth_is_negotiated() {
-    let s = TestServer::start(Options {
+async fn fixture_auth_is_negotiated() {
+    let s = fixture_server_with(Options {
         auth_secret: Some("sesame".into()),
         ..Options::default()
     })
-    .await
-    .expect("server");
+    .await;
     let mut config = ProducerConfig {
         nsqd: vec![s.tcp_addr().to_string()],
         ..ProducerConfig::default()
@@ -155,23 +158,24 @@ async fn auth_is_negotiated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn youzan_publishing() {
     let s = server(Extensions::Partitions).await;
+    let yz = topic("yz");
     let producer = producer(&[&s]);
-    match producer.publish("yz", b"x").await {
+    match producer.publish(&yz, b"x").await {
         Err(Error::Server { error, .. }) => assert_eq!(error.code, "E_TOPIC_NOT_EXIST"),
         other => panic!("topics must be created first: {other:?}"),
     }
-    producer.create_topic("yz", 0).await.expect("create 0");
-    producer.create_topic("yz", 1).await.expect("create 1");
+    producer.create_topic(&yz, 0).await.expect("create 0");
+    producer.create_topic(&yz, 1).await.expect("create 1");
     producer
-        .create_topic("yz", 1)
+        .create_topic(&yz, 1)
         .await
         .expect("creating again is fine");
     let first = producer
-        .publish_trace("yz", 1, 42, b"hello")
+        .publish_trace(&yz, 1, 42, b"hello")
         .await
         .expect("PUB_TRACE");
     let second = producer
-        .publish_trace("yz", 1, 43, b"hello")
+        .publish_trace(&yz, 1, 43, b"hello")
         .await
         .expect("PUB_TRACE");
     assert_eq!(first.raw_size, 4 + 26 + 5);
@@ -182,15 +186,15 @@ async fn youzan_publishing() {
         "binary id: u64 id ‖ trace id"
     );
     producer
-        .publish_to("yz", 0, b"p0")
+        .publish_to(&yz, 0, b"p0")
         .await
         .expect("PUB with a partition");
-    match producer.publish_to("yz", 7, b"x").await {
+    match producer.publish_to(&yz, 7, b"x").await {
         Err(Error::Server { error, .. }) => assert_eq!(error.code, "E_TOPIC_NOT_EXIST"),
         other => panic!("{other:?}"),
     }
     match producer
-        .deferred_publish("yz", Duration::from_millis(1), b"x")
+        .deferred_publish(&yz, Duration::from_millis(1), b"x")
         .await
     {
         Err(Error::Server { error, .. }) => {
@@ -199,7 +203,7 @@ async fn youzan_publishing() {
         other => panic!("{other:?}"),
     }
     // The message published with a partition is where it was sent.
-    let mut config = consumer_config(&[&s], "yz", "c");
+    let mut config = consumer_config(&[&s], &yz, "c");
     config.partition = Some(1);
     config.mode = SubscribeMode::Advanced;
     config.offset = Some(msgstream_nsq::ConsumeOffset::VirtualQueue(0));
@@ -437,7 +441,8 @@ async fn a_late_reply_never_answers_a_later_publish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_publishes_from_one_task_all_arrive() {
     let s = server(Extensions::None).await;
-    let mut config = consumer_config(&[&s], "q", "c");
+    let q = topic("q");
+    let mut config = consumer_config(&[&s], &q, "c");
     config.max_in_flight = 100;
     let consumer = Consumer::connect(config).await.expect("consumer");
     let producer = producer(&[&s]);
@@ -448,7 +453,7 @@ async fn queued_publishes_from_one_task_all_arrive() {
             oldest.await.expect("OK");
         }
         let body = i.to_string();
-        let receipt = producer.publish_queued("q", body.as_bytes()).await;
+        let receipt = producer.publish_queued(&q, body.as_bytes()).await;
         receipts.push_back(receipt.expect("queued"));
     }
     for receipt in receipts {
@@ -474,6 +479,7 @@ async fn queued_publishes_from_one_task_all_arrive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_publishes_report_refusals_and_closed_connections() {
     let s = server(Extensions::None).await;
+    let t = topic("t");
     let producer = Producer::new(ProducerConfig {
         nsqd: vec![s.tcp_addr().to_string()],
         conn: conn_config(),
@@ -481,7 +487,7 @@ async fn queued_publishes_report_refusals_and_closed_connections() {
         ..ProducerConfig::default()
     })
     .expect("producer");
-    for (topic, body) in [("bad topic", &b"x"[..]), ("t", b"")] {
+    for (topic, body) in [("bad topic", &b"x"[..]), (t.as_str(), b"")] {
         assert!(
             matches!(
                 producer.publish_queued(topic, body).await,
@@ -492,15 +498,12 @@ async fn queued_publishes_report_refusals_and_closed_connections() {
     }
     let too_big = vec![b'x'; 1024 * 1024 + 1];
     let before = producer
-        .publish_queued("t", b"before")
+        .publish_queued(&t, b"before")
         .await
         .expect("queued");
-    let refused = producer
-        .publish_queued("t", &too_big)
-        .await
-        .expect("queued");
+    let refused = producer.publish_queued(&t, &too_big).await.expect("queued");
     let behind = producer
-        .publish_queued("t", b"behind")
+        .publish_queued(&t, b"behind")
         .await
         .expect("queued");
     before.await.expect("answered before the refusal");
@@ -513,21 +516,17 @@ async fn queued_publishes_report_refusals_and_closed_connections() {
         behind.as_ref().map_or_else(Error::is_transient, |()| true),
         "{behind:?}"
     );
-    let again = producer
-        .publish_queued("t", b"again")
-        .await
-        .expect("queued");
+    let again = producer.publish_queued(&t, b"again").await.expect("queued");
     again.await.expect("a fresh connection");
-    let (_, raw) = http(s.http_addr(), "GET", "/stats?format=json", b"").await;
-    let stats: serde_json::Value = serde_json::from_slice(&raw).expect("json");
     let stored = 2 + u64::from(behind.is_ok());
     assert_eq!(
-        stats["topics"][0]["message_count"], stored,
+        topic_stats(&s, &t).await["message_count"],
+        stored,
         "before, again, and behind if its receipt said so ({behind:?})"
     );
     producer.close().await;
     assert!(matches!(
-        producer.publish_queued("t", b"x").await,
+        producer.publish_queued(&t, b"x").await,
         Err(Error::Closed(_))
     ));
 }

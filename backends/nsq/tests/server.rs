@@ -1,5 +1,7 @@
 //! The test server on the raw wire: the nsqd behaviours clients depend on, and each surprise
-//! of the protocol notes §2.6, checked byte by byte with no client library in between.
+//! of the protocol notes §2.6, checked byte by byte with no client library in between. Tests on
+//! `server` hold for any nsqd (or Youzan nsqd) with default options and run against an external
+//! one too; `fixture_` tests set server options or check what only the test server does.
 
 mod common;
 
@@ -13,7 +15,7 @@ use tokio::net::TcpStream;
 struct Wire(TcpStream);
 
 impl Wire {
-    async fn open(server: &TestServer, heartbeat_ms: i64) -> Wire {
+    async fn open(server: &impl Nsqd, heartbeat_ms: i64) -> Wire {
         let mut s = TcpStream::connect(server.tcp_addr())
             .await
             .expect("connect");
@@ -112,13 +114,14 @@ async fn silent_clients_are_dropped_after_two_heartbeats() {
 #[tokio::test]
 async fn fatal_and_non_fatal_errors() {
     let s = server(Extensions::None).await;
+    let t = topic("t");
     let mut wire = Wire::open(&s, 5000).await;
     wire.send(b"RDY 1\n").await;
     assert_eq!(wire.error_code().await, "E_INVALID", "RDY before SUB");
     assert!(wire.closed().await);
 
     let mut wire = Wire::open(&s, 5000).await;
-    wire.send(b"SUB t c\n").await;
+    wire.send(format!("SUB {t} c\n").as_bytes()).await;
     assert_eq!(wire.reply().await.expect("OK").1, b"OK");
     for _ in 0..3 {
         wire.send(b"FIN 0123456789abcdef\n").await;
@@ -128,14 +131,14 @@ async fn fatal_and_non_fatal_errors() {
         wire.send(b"TOUCH 0123456789abcdef\n").await;
         assert_eq!(wire.error_code().await, "E_TOUCH_FAILED");
     }
-    wire.send(b"SUB t c\n").await;
+    wire.send(format!("SUB {t} c\n").as_bytes()).await;
     assert_eq!(wire.error_code().await, "E_INVALID", "a second SUB");
     assert!(wire.closed().await);
 
     for (command, code) in [
         (pub_cmd("bad!topic", None, b"x"), "E_BAD_TOPIC"),
-        (pub_cmd("t", None, b""), "E_BAD_MESSAGE"),
-        (b"DPUB t 99999999999\n".to_vec(), "E_INVALID"),
+        (pub_cmd(&t, None, b""), "E_BAD_MESSAGE"),
+        (format!("DPUB {t} 99999999999\n").into_bytes(), "E_INVALID"),
         (b"NOSUCHCMD\n".to_vec(), "E_INVALID"),
         (b"AUTH\n\0\0\0\x01x".to_vec(), "E_AUTH_DISABLED"),
     ] {
@@ -152,13 +155,12 @@ async fn fatal_and_non_fatal_errors() {
 }
 
 #[tokio::test]
-async fn rdy_is_never_exceeded_and_capped() {
-    let s = TestServer::start(Options {
+async fn fixture_rdy_is_never_exceeded_and_capped() {
+    let s = fixture_server_with(Options {
         max_rdy_count: 5,
         ..Options::default()
     })
-    .await
-    .expect("server");
+    .await;
     let mut wire = Wire::open(&s, 5000).await;
     wire.send(b"SUB t c\n").await;
     wire.reply().await.expect("OK");
@@ -188,29 +190,42 @@ async fn rdy_is_never_exceeded_and_capped() {
     assert!(wire.closed().await);
 }
 
-/// A Youzan server with topic `yz` on partitions 0 and 1.
-async fn youzan() -> TestServer {
+/// A Youzan server and a new topic on it with partitions 0 and 1.
+async fn youzan() -> (Server, String) {
     let s = server(Extensions::Partitions).await;
+    let yz = topic("yz");
+    create_two_partitions(&s, &yz).await;
+    (s, yz)
+}
+
+/// A fresh test server with topic `yz` on partitions 0 and 1, for a `fixture_` test.
+async fn youzan_fixture() -> TestServer {
+    let s = fixture_server(Extensions::Partitions).await;
+    create_two_partitions(&s, "yz").await;
+    s
+}
+
+async fn create_two_partitions(s: &impl Nsqd, topic: &str) {
     let (status, _) = http(
         s.http_addr(),
         "POST",
-        "/topic/create?topic=yz&partition_num=2",
+        &format!("/topic/create?topic={topic}&partition_num=2"),
         b"",
     )
     .await;
     assert_eq!(status, 200);
-    s
 }
 
 #[tokio::test]
 async fn binary_ids_with_newlines_and_spaces_are_read_by_position() {
-    let s = youzan().await;
+    let (s, yz) = youzan().await;
     let mut wire = Wire::open(&s, 5000).await;
-    wire.send(b"SUB_ADVANCED yz c 1\n").await;
+    wire.send(format!("SUB_ADVANCED {yz} c 1\n").as_bytes())
+        .await;
     assert_eq!(wire.reply().await.expect("OK").1, b"OK");
     let mut producer = Wire::open(&s, 5000).await;
     let trace_id = u64::from_be_bytes(*b"\n \n \n \n ");
-    let mut cmd = b"PUB_TRACE yz 1\n".to_vec();
+    let mut cmd = format!("PUB_TRACE {yz} 1\n").into_bytes();
     cmd.extend_from_slice(&13u32.to_be_bytes());
     cmd.extend_from_slice(&trace_id.to_be_bytes());
     cmd.extend_from_slice(b"hello");
@@ -253,40 +268,42 @@ async fn binary_ids_with_newlines_and_spaces_are_read_by_position() {
 #[tokio::test]
 async fn sub_advanced_with_an_offset_ignores_the_partition() {
     // Notes §2.6.1: with an offset the partition argument is not parsed.
-    let s = youzan().await;
+    let (s, yz) = youzan().await;
     let mut wire = Wire::open(&s, 5000).await;
-    wire.send(b"SUB_ADVANCED yz fromend 1 special:-1\n").await;
+    wire.send(format!("SUB_ADVANCED {yz} fromend 1 special:-1\n").as_bytes())
+        .await;
     assert_eq!(wire.reply().await.expect("OK").1, b"OK");
     assert_ne!(
-        channel_stats(&s, "yz", Some(0), "fromend").await,
+        channel_stats(&s, &yz, Some(0), "fromend").await,
         serde_json::Value::Null
     );
     assert_eq!(
-        channel_stats(&s, "yz", Some(1), "fromend").await,
+        channel_stats(&s, &yz, Some(1), "fromend").await,
         serde_json::Value::Null
     );
     let mut wire = Wire::open(&s, 5000).await;
-    wire.send(b"SUB_ADVANCED yz c 0 bogus:1\n").await;
+    wire.send(format!("SUB_ADVANCED {yz} c 0 bogus:1\n").as_bytes())
+        .await;
     assert_eq!(wire.error_code().await, "E_INVALID");
 }
 
 #[tokio::test]
 async fn latest_skips_only_on_a_new_channel() {
     // Notes §2.6.3: `special:-1` does not skip what an existing channel already holds.
-    let s = youzan().await;
+    let (s, yz) = youzan().await;
     let mut producer = Wire::open(&s, 5000).await;
     let mut first = Wire::open(&s, 5000).await;
-    first.send(b"SUB yz old 0\n").await;
+    first.send(format!("SUB {yz} old 0\n").as_bytes()).await;
     first.reply().await.expect("OK");
     drop(first);
-    producer.send(&pub_cmd("yz", Some(0), b"before")).await;
+    producer.send(&pub_cmd(&yz, Some(0), b"before")).await;
     producer.reply().await.expect("OK");
     for (channel, expect) in [("old", &b"before"[..]), ("new", b"after")] {
         let mut wire = Wire::open(&s, 5000).await;
-        wire.send(format!("SUB_ADVANCED yz {channel} 0 special:-1\n").as_bytes())
+        wire.send(format!("SUB_ADVANCED {yz} {channel} 0 special:-1\n").as_bytes())
             .await;
         wire.reply().await.expect("OK");
-        producer.send(&pub_cmd("yz", Some(0), b"after")).await;
+        producer.send(&pub_cmd(&yz, Some(0), b"after")).await;
         producer.reply().await.expect("OK");
         wire.send(b"RDY 1\n").await;
         let (_, message) = wire.reply().await.expect("message");
@@ -295,9 +312,10 @@ async fn latest_skips_only_on_a_new_channel() {
 }
 
 #[tokio::test]
-async fn youzan_identify_and_topic_rules() {
+async fn fixture_youzan_identify_and_topic_rules() {
     // Notes §2.6.4 and §2.1: the fork's IDENTIFY defaults; no auto-created topics; no DPUB.
-    let s = youzan().await;
+    // The version is the one the test server emulates: fixture.
+    let s = youzan_fixture().await;
     let mut raw = TcpStream::connect(s.tcp_addr()).await.expect("connect");
     raw.write_all(b"  V2IDENTIFY\n\0\0\0\x1c{\"feature_negotiation\":true}")
         .await
@@ -319,16 +337,17 @@ async fn channels_start_where_nsqd_starts_them() {
     // Notes §2.6.2: a channel sees what is published after it exists; the first channel of a
     // topic also gets what was published while there was none. Tests create channels first.
     let s = server(Extensions::None).await;
+    let t = topic("t");
     let mut producer = Wire::open(&s, 5000).await;
-    producer.send(&pub_cmd("t", None, b"early")).await;
+    producer.send(&pub_cmd(&t, None, b"early")).await;
     producer.reply().await.expect("OK");
     let mut first = Wire::open(&s, 5000).await;
-    first.send(b"SUB t first\n").await;
+    first.send(format!("SUB {t} first\n").as_bytes()).await;
     first.reply().await.expect("OK");
     let mut second = Wire::open(&s, 5000).await;
-    second.send(b"SUB t second\n").await;
+    second.send(format!("SUB {t} second\n").as_bytes()).await;
     second.reply().await.expect("OK");
-    producer.send(&pub_cmd("t", None, b"late")).await;
+    producer.send(&pub_cmd(&t, None, b"late")).await;
     producer.reply().await.expect("OK");
     for (wire, expect) in [(&mut first, &b"early"[..]), (&mut second, b"late")] {
         wire.send(b"RDY 1\n").await;
@@ -340,18 +359,26 @@ async fn channels_start_where_nsqd_starts_them() {
 #[tokio::test]
 async fn http_api_pub_mpub_stats_and_deletes() {
     let s = server(Extensions::None).await;
+    let h = topic("h");
     assert_eq!(
         http(s.http_addr(), "GET", "/ping", b"").await,
         (200, b"OK".to_vec())
     );
     assert_eq!(
-        http(s.http_addr(), "POST", "/pub?topic=h", b"one").await.0,
+        http(s.http_addr(), "POST", &format!("/pub?topic={h}"), b"one")
+            .await
+            .0,
         200
     );
     assert_eq!(
-        http(s.http_addr(), "POST", "/mpub?topic=h", b"two\nthree\n")
-            .await
-            .0,
+        http(
+            s.http_addr(),
+            "POST",
+            &format!("/mpub?topic={h}"),
+            b"two\nthree\n"
+        )
+        .await
+        .0,
         200
     );
     let binary = [
@@ -363,17 +390,26 @@ async fn http_api_pub_mpub_stats_and_deletes() {
     ]
     .concat();
     assert_eq!(
-        http(s.http_addr(), "POST", "/mpub?topic=h&binary=true", &binary)
-            .await
-            .0,
+        http(
+            s.http_addr(),
+            "POST",
+            &format!("/mpub?topic={h}&binary=true"),
+            &binary
+        )
+        .await
+        .0,
         200
     );
     assert_eq!(
-        http(s.http_addr(), "GET", "/pub?topic=h", b"x").await.0,
+        http(s.http_addr(), "GET", &format!("/pub?topic={h}"), b"x")
+            .await
+            .0,
         405
     );
     assert_eq!(
-        http(s.http_addr(), "POST", "/pub?topic=h", b"").await.1,
+        http(s.http_addr(), "POST", &format!("/pub?topic={h}"), b"")
+            .await
+            .1,
         br#"{"message":"MSG_EMPTY"}"#
     );
     assert_eq!(http(s.http_addr(), "POST", "/pub", b"x").await.0, 400);
@@ -381,25 +417,24 @@ async fn http_api_pub_mpub_stats_and_deletes() {
         http(
             s.http_addr(),
             "POST",
-            "/channel/create?topic=h&channel=c",
+            &format!("/channel/create?topic={h}&channel=c"),
             b""
         )
         .await
         .0,
         200
     );
-    let (_, raw) = http(s.http_addr(), "GET", "/stats?format=json", b"").await;
-    let stats: serde_json::Value = serde_json::from_slice(&raw).expect("json");
-    assert_eq!(stats["topics"][0]["message_count"], 5);
+    assert_eq!(topic_stats(&s, &h).await["message_count"], 5);
     assert_eq!(
-        stats["topics"][0]["channels"][0]["depth"], 5,
+        channel_stats(&s, &h, None, "c").await["depth"],
+        5,
         "the first channel gets the backlog"
     );
     assert_eq!(
         http(
             s.http_addr(),
             "POST",
-            "/channel/delete?topic=h&channel=c",
+            &format!("/channel/delete?topic={h}&channel=c"),
             b""
         )
         .await
@@ -410,7 +445,7 @@ async fn http_api_pub_mpub_stats_and_deletes() {
         http(
             s.http_addr(),
             "POST",
-            "/channel/delete?topic=h&channel=c",
+            &format!("/channel/delete?topic={h}&channel=c"),
             b""
         )
         .await
@@ -418,27 +453,36 @@ async fn http_api_pub_mpub_stats_and_deletes() {
         404
     );
     assert_eq!(
-        http(s.http_addr(), "POST", "/topic/delete?topic=h", b"")
-            .await
-            .0,
+        http(
+            s.http_addr(),
+            "POST",
+            &format!("/topic/delete?topic={h}"),
+            b""
+        )
+        .await
+        .0,
         200
     );
     assert_eq!(
-        http(s.http_addr(), "POST", "/topic/delete?topic=h", b"")
-            .await
-            .0,
+        http(
+            s.http_addr(),
+            "POST",
+            &format!("/topic/delete?topic={h}"),
+            b""
+        )
+        .await
+        .0,
         404
     );
 }
 
 #[tokio::test]
-async fn touch_cannot_hold_a_message_past_max_msg_timeout() {
-    let s = TestServer::start(Options {
+async fn fixture_touch_cannot_hold_a_message_past_max_msg_timeout() {
+    let s = fixture_server_with(Options {
         max_msg_timeout: Duration::from_millis(1500),
         ..Options::default()
     })
-    .await
-    .expect("server");
+    .await;
     let mut wire = Wire::open(&s, 5000).await;
     wire.send(b"SUB t c\n").await;
     wire.reply().await.expect("OK");
@@ -468,22 +512,23 @@ async fn touch_cannot_hold_a_message_past_max_msg_timeout() {
 #[tokio::test]
 async fn ephemeral_channels_go_with_their_last_client() {
     let s = server(Extensions::None).await;
+    let t = topic("t");
     let mut wire = Wire::open(&s, 5000).await;
-    wire.send(b"SUB t c#ephemeral\n").await;
+    wire.send(format!("SUB {t} c#ephemeral\n").as_bytes()).await;
     wire.reply().await.expect("OK");
     assert_ne!(
-        channel_stats(&s, "t", None, "c#ephemeral").await,
+        channel_stats(&s, &t, None, "c#ephemeral").await,
         serde_json::Value::Null
     );
     drop(wire);
     eventually("the channel is gone", async || {
-        channel_stats(&s, "t", None, "c#ephemeral").await == serde_json::Value::Null
+        channel_stats(&s, &t, None, "c#ephemeral").await == serde_json::Value::Null
     })
     .await;
 }
 
 /// The partition's end (`backend_depth`) of the fork's `/stats`.
-async fn partition_end(server: &TestServer, topic: &str, partition: u32) -> u64 {
+async fn partition_end(server: &impl Nsqd, topic: &str, partition: u32) -> u64 {
     let (_, body) = http(server.http_addr(), "GET", "/stats?format=json", b"").await;
     let stats: serde_json::Value = serde_json::from_slice(&body).expect("stats json");
     stats["topics"]
@@ -502,16 +547,17 @@ async fn partition_end(server: &TestServer, topic: &str, partition: u32) -> u64 
 async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
     // The fork: a channel's `depth_size` is the partition end minus its confirmed offset (the
     // lowest unfinished), and setting a consume offset starts a new in-flight queue.
-    let s = youzan().await;
+    let (s, yz) = youzan().await;
     let mut wire = Wire::open(&s, 5000).await;
-    wire.send(b"SUB_ADVANCED yz c 0\n").await;
+    wire.send(format!("SUB_ADVANCED {yz} c 0\n").as_bytes())
+        .await;
     wire.reply().await.expect("OK");
     let mut producer = Wire::open(&s, 5000).await;
     for body in [&b"one"[..], b"two", b"three"] {
-        producer.send(&pub_cmd("yz", Some(0), body)).await;
+        producer.send(&pub_cmd(&yz, Some(0), body)).await;
         producer.reply().await.expect("OK");
     }
-    let end = partition_end(&s, "yz", 0).await;
+    let end = partition_end(&s, &yz, 0).await;
     assert_eq!(end, 33 + 33 + 35, "raw sizes 4 + 26 + body");
     wire.send(b"RDY 3\n").await;
     let mut ids = Vec::new();
@@ -521,11 +567,11 @@ async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
         ids.push(message[10..26].to_vec());
     }
     let fin = |id: &[u8]| [&b"FIN "[..], id, b"\n"].concat();
-    let depth_size = async || channel_stats(&s, "yz", Some(0), "c").await["depth_size"].as_u64();
+    let depth_size = async || channel_stats(&s, &yz, Some(0), "c").await["depth_size"].as_u64();
     assert_eq!(depth_size().await, Some(end), "nothing finished");
     wire.send(&fin(&ids[1])).await;
     eventually("the second FIN processed", async || {
-        channel_stats(&s, "yz", Some(0), "c").await["in_flight_count"] == 2
+        channel_stats(&s, &yz, Some(0), "c").await["in_flight_count"] == 2
     })
     .await;
     assert_eq!(
@@ -540,29 +586,31 @@ async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
     .await;
     drop(wire);
     eventually("the dead client forgotten", async || {
-        channel_stats(&s, "yz", Some(0), "c").await["client_count"] == 0
+        channel_stats(&s, &yz, Some(0), "c").await["client_count"] == 0
     })
     .await;
     assert_eq!(
-        channel_stats(&s, "yz", Some(0), "c").await["in_flight_count"],
+        channel_stats(&s, &yz, Some(0), "c").await["in_flight_count"],
         1,
         "its unfinished message stays in flight until it times out"
     );
     let (status, _) = http(
         s.http_addr(),
         "POST",
-        "/channel/setoffset?topic=yz&channel=c&partition=0",
+        &format!("/channel/setoffset?topic={yz}&channel=c&partition=0"),
         format!("virtual_queue:{}", end - 35).as_bytes(),
     )
     .await;
     assert_eq!(status, 200);
     assert_eq!(
-        channel_stats(&s, "yz", Some(0), "c").await["in_flight_count"],
+        channel_stats(&s, &yz, Some(0), "c").await["in_flight_count"],
         0,
         "a reset forgets what was in flight"
     );
     let mut again = Wire::open(&s, 5000).await;
-    again.send(b"SUB_ADVANCED yz c 0\n").await;
+    again
+        .send(format!("SUB_ADVANCED {yz} c 0\n").as_bytes())
+        .await;
     again.reply().await.expect("OK");
     again.send(b"RDY 3\n").await;
     let (_, message) = again.reply().await.expect("message");
@@ -570,10 +618,11 @@ async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
 }
 
 #[tokio::test]
-async fn message_get_by_count_offset_and_id_agrees_with_stats() {
+async fn fixture_message_get_by_count_offset_and_id_agrees_with_stats() {
     // The fork's `/message/get`: a count index below `/stats` `message_count` finds a message
     // whose `offset` + raw size is the next one's offset, the last ending at `backend_depth`.
-    let s = youzan().await;
+    // Its ids are the test server's (every one of partition 0): fixture.
+    let s = youzan_fixture().await;
     let get = async |query: &str| {
         let (status, body) = http(
             s.http_addr(),

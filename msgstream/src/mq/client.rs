@@ -172,7 +172,10 @@ pub trait Consumer: Send + Sync {
     /// Records that `message` (and, on ordered backends, everything before it) was processed.
     /// A message of an earlier delivery (before a seek or reconnect) is `Error::StaleDelivery`.
     /// Returns once the acknowledgement would survive this process dying (it reached the broker
-    /// or the embedded store's log), so a restarted consumer never gets it again.
+    /// or the embedded store's log), so a restarted consumer never gets it again. The one
+    /// exception is a protocol that never confirms an ack (NSQ's FIN): there it returns once
+    /// the ack is written to the socket, and a process killed before the broker read it gets
+    /// those messages again (redelivery, never a loss); such a backend says so in its docs.
     async fn ack(&self, message: &Message) -> Result<()>;
 
     /// A handle acking this consumer's deliveries from another task (see [`Acker`]).

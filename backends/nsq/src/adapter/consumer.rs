@@ -1,7 +1,8 @@
 //! `NsqConsumer`: one subscription (NSQ channel) of one topic.
 //!
 //! Delivered messages stay in flight on the server until acked (FIN); a background task
-//! TOUCHes them so a slow application never sees a timeout redelivery out of order. Closing
+//! TOUCHes them, at least three times per message timeout of their connection, so a slow
+//! application never sees a timeout redelivery out of order. Closing
 //! (or dropping) requeues every unacked message in id order with no delay, so a re-subscribe
 //! sees them first and in order: at-least-once. With extensions acks are cumulative.
 
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use tokio::sync::Notify;
 
 use async_trait::async_trait;
 use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
@@ -21,8 +23,12 @@ use crate::codec::ConsumeOffset;
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
 
-/// Touch interval: well inside nsqd's default 60 s message timeout.
+/// Longest touch interval: well inside nsqd's default 60 s message timeout. A connection
+/// with a shorter timeout is touched every third of it.
 const TOUCH_EVERY: Duration = Duration::from_secs(15);
+
+/// Shortest touch interval (nsqd's shortest message timeout is 1 s).
+const TOUCH_AT_MOST_EVERY: Duration = Duration::from_millis(100);
 
 type Pending = BTreeMap<MessageId, Arc<NsqMessage>>;
 
@@ -32,6 +38,12 @@ struct Acks {
     epoch: AtomicU64,
     closed: AtomicBool,
     cumulative: bool,
+    /// The touch task's interval in nanoseconds: a third of the shortest message timeout a
+    /// delivery came with, at most [`TOUCH_EVERY`].
+    touch_every: AtomicU64,
+    /// Wakes the touch task when the interval shrank, so a message delivered while it slept
+    /// the longer interval is touched in time.
+    touch_sooner: Notify,
 }
 
 fn lock(m: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
@@ -74,9 +86,12 @@ impl Acks {
         for nsq in done.iter().rev() {
             nsq.finish().await.map_err(|_| stale())?;
         }
-        // The mq contract: an acknowledged message stays acknowledged if the process dies
-        // now. FIN has no reply, so wait until the FINs are on the socket (once per
-        // connection: each writes in order).
+        // FIN has no reply, so the most an ack can wait for is the FINs being on the socket
+        // (once per connection: each writes in order). That is not quite the mq contract's
+        // "survives this process dying": a process killed while its connection holds unread
+        // deliveries has the connection reset, and the kernel drops what it had not sent yet,
+        // FINs included (seen in the restart test against a server in another process).
+        // Those messages come again: redelivery, never a loss.
         let mut flushed: Vec<&crate::message::Origin> = Vec::new();
         for nsq in &done {
             if !flushed.contains(&nsq.origin()) {
@@ -93,6 +108,33 @@ impl Acks {
         for nsq in pending.into_values() {
             if let Err(e) = nsq.requeue_without_backoff(Some(Duration::ZERO)).await {
                 tracing::debug!("requeue of an unacked message: {e}");
+            }
+        }
+    }
+
+    /// Holds `nsq` unacked: TOUCHed from now on by the touch task, at least three times per
+    /// message timeout of its connection. (A redelivery of a message still pending, its
+    /// connection dropped, replaces the old copy, which can no longer be answered.)
+    fn hold(&self, id: MessageId, nsq: NsqMessage) {
+        if let Some(timeout) = nsq.msg_timeout() {
+            let every = (timeout / 3).clamp(TOUCH_AT_MOST_EVERY, TOUCH_EVERY);
+            let every = u64::try_from(every.as_nanos()).unwrap_or(u64::MAX);
+            if self.touch_every.fetch_min(every, Ordering::AcqRel) > every {
+                self.touch_sooner.notify_one();
+            }
+        }
+        lock(&self.pending).insert(id, Arc::new(nsq));
+    }
+
+    /// The touch task: TOUCHes everything unacked every `touch_every`.
+    async fn keep_touching(&self) {
+        loop {
+            let every = Duration::from_nanos(self.touch_every.load(Ordering::Acquire));
+            tokio::select! {
+                _ = tokio::time::sleep(every) => self.touch_all().await,
+                // A shorter interval from now on: a message delivered just now is touched
+                // within it.
+                _ = self.touch_sooner.notified() => {}
             }
         }
     }
@@ -150,16 +192,12 @@ impl NsqConsumer {
             epoch: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             cumulative: shared.partition().is_some(),
+            touch_every: AtomicU64::new(u64::try_from(TOUCH_EVERY.as_nanos()).unwrap_or(u64::MAX)),
+            touch_sooner: Notify::new(),
         });
         let toucher = {
             let acks = acks.clone();
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(TOUCH_EVERY);
-                loop {
-                    tick.tick().await;
-                    acks.touch_all().await;
-                }
-            })
+            tokio::spawn(async move { acks.keep_touching().await })
         };
         Ok(NsqConsumer {
             shared,
@@ -242,9 +280,7 @@ impl Consumer for NsqConsumer {
                 return Err(e);
             }
         };
-        // A redelivery of a message still pending (its connection dropped) replaces the old
-        // copy, which can no longer be answered.
-        lock(&self.acks.pending).insert(message.id.clone(), Arc::new(nsq));
+        self.acks.hold(message.id.clone(), nsq);
         Ok(Some(message))
     }
 
@@ -265,7 +301,7 @@ impl Consumer for NsqConsumer {
                 self.undecodable = Some(nsq);
                 break;
             };
-            lock(&self.acks.pending).insert(message.id.clone(), Arc::new(nsq));
+            self.acks.hold(message.id.clone(), nsq);
             batch.push(message);
         }
         Ok(batch)

@@ -75,6 +75,7 @@ impl Dial {
             },
         )
         .await?;
+        source.set_msg_timeout(conn.negotiated.msg_timeout);
         Ok((conn, source))
     }
 

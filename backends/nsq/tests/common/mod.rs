@@ -1,8 +1,18 @@
 //! Helpers shared by the integration tests: servers, configs, waits, and `/stats` reads.
+//!
+//! [`server`] is an nsqd the test may share: the already running server named by
+//! `MSGSTREAM_NSQ_NSQD` (and `MSGSTREAM_NSQ_NSQD_HTTP`) when `MSGSTREAM_NSQ_EXTENSIONS` says it
+//! speaks the extensions asked for, else a fresh in-process test server. Such tests name their
+//! topics with [`topic`], so they share a long-lived server with other tests and earlier runs.
+//! [`fixture_server`] is always a fresh test server, for the tests named `fixture_…` that drop
+//! connections, set server options, start several servers or a lookupd, or check the test
+//! server's own behaviour; with the variables set it fails the test, naming the way out
+//! (`-- --skip fixture_`).
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use msgstream_nsq::{ConnConfig, Consumer, ConsumerConfig, Message, Producer, ProducerConfig};
@@ -30,13 +40,245 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     .await
 }
 
-pub async fn server(extensions: Extensions) -> TestServer {
-    TestServer::start(Options {
+/// The already running server of `MSGSTREAM_NSQ_*`.
+#[derive(Debug)]
+pub struct External {
+    /// `MSGSTREAM_NSQ_NSQD`: TCP addresses.
+    pub nsqd: Vec<SocketAddr>,
+    /// `MSGSTREAM_NSQ_NSQD_HTTP`: HTTP addresses, same order (empty when unset).
+    pub nsqd_http: Vec<SocketAddr>,
+    /// `MSGSTREAM_NSQ_LOOKUPD`: nsqlookupd HTTP addresses (empty when unset).
+    pub lookupd: Vec<SocketAddr>,
+    /// `MSGSTREAM_NSQ_EXTENSIONS`: what the server speaks (default `none`).
+    pub extensions: Extensions,
+}
+
+/// A variable's value: `None` when unset, a failure when it is not UTF-8.
+fn variable(name: &str) -> Result<Option<String>, String> {
+    match std::env::var(name) {
+        Ok(value) => Ok(Some(value)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not valid UTF-8")),
+    }
+}
+
+/// A comma-separated list of `host:port`, each resolved to its first address.
+fn addresses(name: &str, value: &str) -> Result<Vec<SocketAddr>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .map(|entry| {
+            let resolved = entry
+                .to_socket_addrs()
+                .map_err(|e| e.to_string())
+                .and_then(|mut all| all.next().ok_or_else(|| "no address".to_string()));
+            resolved.map_err(|e| {
+                format!("{name}={value:?}: {entry:?} is not a host:port address ({e})")
+            })
+        })
+        .collect()
+}
+
+/// Reads the `MSGSTREAM_NSQ_*` variables: `None` when `MSGSTREAM_NSQ_NSQD` is unset (and so
+/// are the others).
+fn read_external() -> Result<Option<External>, String> {
+    let nsqd = variable("MSGSTREAM_NSQ_NSQD")?;
+    let nsqd_http = variable("MSGSTREAM_NSQ_NSQD_HTTP")?;
+    let lookupd = variable("MSGSTREAM_NSQ_LOOKUPD")?;
+    let extensions = variable("MSGSTREAM_NSQ_EXTENSIONS")?;
+    let Some(nsqd) = nsqd else {
+        for (name, value) in [
+            ("MSGSTREAM_NSQ_NSQD_HTTP", &nsqd_http),
+            ("MSGSTREAM_NSQ_LOOKUPD", &lookupd),
+            ("MSGSTREAM_NSQ_EXTENSIONS", &extensions),
+        ] {
+            if value.is_some() {
+                return Err(format!(
+                    "{name} is set but MSGSTREAM_NSQ_NSQD is not: name the running nsqd's TCP \
+                     address(es) in MSGSTREAM_NSQ_NSQD, or unset {name}"
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let external = External {
+        nsqd: addresses("MSGSTREAM_NSQ_NSQD", &nsqd)?,
+        nsqd_http: match &nsqd_http {
+            Some(value) => addresses("MSGSTREAM_NSQ_NSQD_HTTP", value)?,
+            None => Vec::new(),
+        },
+        lookupd: match &lookupd {
+            Some(value) => addresses("MSGSTREAM_NSQ_LOOKUPD", value)?,
+            None => Vec::new(),
+        },
+        extensions: match extensions.as_deref() {
+            None | Some("none") => Extensions::None,
+            Some("partitions") => Extensions::Partitions,
+            Some(other) => {
+                return Err(format!(
+                    "MSGSTREAM_NSQ_EXTENSIONS={other:?}: expected none or partitions"
+                ))
+            }
+        },
+    };
+    if nsqd_http.is_some() && external.nsqd_http.len() != external.nsqd.len() {
+        return Err(format!(
+            "MSGSTREAM_NSQ_NSQD_HTTP names {} address(es) but MSGSTREAM_NSQ_NSQD {}: one HTTP \
+             address per nsqd, in the same order",
+            external.nsqd_http.len(),
+            external.nsqd.len()
+        ));
+    }
+    Ok(Some(external))
+}
+
+/// The external server, if the variables name one; a malformed variable fails the test. The
+/// first call says on stderr which tests use it.
+pub fn external() -> Option<&'static External> {
+    static EXTERNAL: OnceLock<Result<Option<External>, String>> = OnceLock::new();
+    let external = EXTERNAL.get_or_init(|| {
+        let external = read_external();
+        if let Ok(Some(e)) = &external {
+            use std::io::Write;
+            let http = match e.nsqd_http.first() {
+                Some(http) => format!("HTTP {http}"),
+                None => "no HTTP address (tests that use it fail)".to_string(),
+            };
+            let _ = writeln!(
+                std::io::stderr(),
+                "msgstream-nsq tests: extensions={} tests use the running nsqd {} ({http}); \
+                 the other mode's use in-process test servers; fixture_ tests fail (skip them \
+                 with `-- --skip fixture_`)",
+                extensions_name(e.extensions),
+                e.nsqd[0],
+            );
+        }
+        external
+    });
+    match external {
+        Ok(external) => external.as_ref(),
+        Err(message) => panic!("{message}"),
+    }
+}
+
+fn extensions_name(extensions: Extensions) -> &'static str {
+    match extensions {
+        Extensions::None => "none",
+        Extensions::Partitions => "partitions",
+    }
+}
+
+/// The addresses of one nsqd: a [`Server`] or a [`TestServer`].
+pub trait Nsqd {
+    /// Its TCP address.
+    fn tcp_addr(&self) -> SocketAddr;
+    /// Its HTTP address.
+    fn http_addr(&self) -> SocketAddr;
+}
+
+impl Nsqd for TestServer {
+    fn tcp_addr(&self) -> SocketAddr {
+        TestServer::tcp_addr(self)
+    }
+
+    fn http_addr(&self) -> SocketAddr {
+        TestServer::http_addr(self)
+    }
+}
+
+/// An nsqd a test may share with others: the external one or a test server of its own.
+pub enum Server {
+    /// The first nsqd of `MSGSTREAM_NSQ_NSQD` (and of `MSGSTREAM_NSQ_NSQD_HTTP`).
+    External {
+        /// TCP address.
+        tcp: SocketAddr,
+        /// HTTP address, when given.
+        http: Option<SocketAddr>,
+    },
+    /// A fresh in-process test server.
+    Fixture(TestServer),
+}
+
+impl Server {
+    /// Its TCP address.
+    pub fn tcp_addr(&self) -> SocketAddr {
+        match self {
+            Server::External { tcp, .. } => *tcp,
+            Server::Fixture(server) => server.tcp_addr(),
+        }
+    }
+
+    /// Its HTTP address; fails the test if the external server's was not given.
+    pub fn http_addr(&self) -> SocketAddr {
+        match self {
+            Server::External {
+                http: Some(http), ..
+            } => *http,
+            Server::External { http: None, .. } => panic!(
+                "this test uses nsqd's HTTP API: set MSGSTREAM_NSQ_NSQD_HTTP to the running \
+                 nsqd's HTTP address"
+            ),
+            Server::Fixture(server) => server.http_addr(),
+        }
+    }
+}
+
+impl Nsqd for Server {
+    fn tcp_addr(&self) -> SocketAddr {
+        Server::tcp_addr(self)
+    }
+
+    fn http_addr(&self) -> SocketAddr {
+        Server::http_addr(self)
+    }
+}
+
+/// The external server if it speaks `extensions`, else a fresh test server.
+pub async fn server(extensions: Extensions) -> Server {
+    match external() {
+        Some(e) if e.extensions == extensions => Server::External {
+            tcp: e.nsqd[0],
+            http: e.nsqd_http.first().copied(),
+        },
+        _ => Server::Fixture(
+            start(Options {
+                extensions,
+                ..Options::default()
+            })
+            .await,
+        ),
+    }
+}
+
+/// A fresh test server with default options, for a `fixture_` test.
+pub async fn fixture_server(extensions: Extensions) -> TestServer {
+    fixture_server_with(Options {
         extensions,
         ..Options::default()
     })
     .await
-    .expect("test server")
+}
+
+/// A fresh test server with `options`, for a `fixture_` test: fails the test when the
+/// variables name an external server, which cannot stand in for it.
+pub async fn fixture_server_with(options: Options) -> TestServer {
+    if external().is_some() {
+        panic!(
+            "this test needs the in-process test server (it drops connections, sets server \
+             options, starts several servers or a lookupd, or checks the test server's own \
+             behaviour); run it without MSGSTREAM_NSQ_NSQD or skip it with `-- --skip fixture_`"
+        );
+    }
+    start(options).await
+}
+
+async fn start(options: Options) -> TestServer {
+    TestServer::start(options).await.expect("test server")
+}
+
+/// A topic name no other test, run or process uses (tests on a shared server need one).
+pub fn topic(prefix: &str) -> String {
+    msgstream::testkit::unique(prefix)
 }
 
 /// Fast heartbeats and a 1 s message timeout, so timeouts show up quickly.
@@ -49,7 +291,7 @@ pub fn conn_config() -> ConnConfig {
     }
 }
 
-pub fn consumer_config(servers: &[&TestServer], topic: &str, channel: &str) -> ConsumerConfig {
+pub fn consumer_config<S: Nsqd>(servers: &[&S], topic: &str, channel: &str) -> ConsumerConfig {
     let mut config = ConsumerConfig::new(topic, channel);
     config.nsqd = servers.iter().map(|s| s.tcp_addr().to_string()).collect();
     config.nsqd_http = servers.iter().map(|s| s.http_addr().to_string()).collect();
@@ -61,7 +303,7 @@ pub fn consumer_config(servers: &[&TestServer], topic: &str, channel: &str) -> C
     config
 }
 
-pub fn producer(servers: &[&TestServer]) -> Producer {
+pub fn producer<S: Nsqd>(servers: &[&S]) -> Producer {
     Producer::new(ProducerConfig {
         nsqd: servers.iter().map(|s| s.tcp_addr().to_string()).collect(),
         conn: conn_config(),
@@ -80,7 +322,8 @@ pub fn body(message: &Message) -> String {
     String::from_utf8_lossy(message.body()).into_owned()
 }
 
-/// `GET`/`POST` over HTTP/1.1, returning status and body.
+/// `GET`/`POST` over HTTP/1.1, returning status and body (de-chunked: nsqd's Go server
+/// sends a large `/stats` in chunks).
 pub async fn http(addr: SocketAddr, method: &str, target: &str, body: &[u8]) -> (u16, Vec<u8>) {
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
@@ -97,18 +340,49 @@ pub async fn http(addr: SocketAddr, method: &str, target: &str, body: &[u8]) -> 
     let status = String::from_utf8_lossy(&raw[9..12])
         .parse()
         .expect("status");
-    (status, raw[end + 4..].to_vec())
+    let chunked = String::from_utf8_lossy(&raw[..end]).lines().any(|line| {
+        let line = line.to_ascii_lowercase();
+        line.starts_with("transfer-encoding:") && line.contains("chunked")
+    });
+    let body = &raw[end + 4..];
+    (
+        status,
+        if chunked {
+            dechunk(body)
+        } else {
+            body.to_vec()
+        },
+    )
 }
 
-/// The `/stats` entry of one channel of `topic` on `partition`.
-pub async fn channel_stats(
-    server: &TestServer,
-    topic: &str,
-    partition: Option<u32>,
-    channel: &str,
-) -> Value {
-    let (_, body) = http(server.http_addr(), "GET", "/stats?format=json", b"").await;
-    let stats: Value = serde_json::from_slice(&body).expect("stats json");
+/// The data of a chunked HTTP body.
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut data = Vec::new();
+    loop {
+        let line_end = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let size_text = String::from_utf8_lossy(&body[..line_end]);
+        let size_text = size_text.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_text, 16).expect("chunk size");
+        if size == 0 {
+            return data;
+        }
+        let start = line_end + 2;
+        data.extend_from_slice(&body[start..start + size]);
+        body = &body[start + size + 2..];
+    }
+}
+
+/// The `/stats` (JSON) of the nsqd whose HTTP address is `http_addr`.
+pub async fn stats_at(http_addr: SocketAddr) -> Value {
+    let (_, body) = http(http_addr, "GET", "/stats?format=json", b"").await;
+    serde_json::from_slice(&body).expect("stats json")
+}
+
+/// The `/stats` entries of `topic` on `partition` (every partition when `None`).
+fn topic_entries(stats: &Value, topic: &str, partition: Option<u32>) -> Vec<Value> {
     stats["topics"]
         .as_array()
         .into_iter()
@@ -119,6 +393,39 @@ pub async fn channel_stats(
                 t["topic_partition"].as_str().and_then(|s| s.parse().ok()) == Some(p)
             })
         })
+        .cloned()
+        .collect()
+}
+
+/// The `/stats` entry of `topic` (its first partition's, with the extensions), or `Null`.
+pub async fn topic_stats(server: &impl Nsqd, topic: &str) -> Value {
+    let stats = stats_at(server.http_addr()).await;
+    topic_entries(&stats, topic, None)
+        .into_iter()
+        .next()
+        .unwrap_or(Value::Null)
+}
+
+/// The `/stats` entry of one channel of `topic` on `partition`.
+pub async fn channel_stats(
+    server: &impl Nsqd,
+    topic: &str,
+    partition: Option<u32>,
+    channel: &str,
+) -> Value {
+    channel_stats_at(server.http_addr(), topic, partition, channel).await
+}
+
+/// [`channel_stats`] of the nsqd whose HTTP address is `http_addr`.
+pub async fn channel_stats_at(
+    http_addr: SocketAddr,
+    topic: &str,
+    partition: Option<u32>,
+    channel: &str,
+) -> Value {
+    let stats = stats_at(http_addr).await;
+    topic_entries(&stats, topic, partition)
+        .into_iter()
         .flat_map(|t| t["channels"].as_array().cloned().unwrap_or_default())
         .find(|c| c["channel_name"] == channel)
         .unwrap_or(Value::Null)

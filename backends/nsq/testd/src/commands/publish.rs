@@ -106,20 +106,33 @@ fn split_mpub(body: &[u8], max_msg: usize) -> Result<Vec<Bytes>, Fail> {
     }
     let mut rest = &body[4..];
     let mut out = Vec::new();
-    for _ in 0..count {
+    // Nothing is stored until every message checked out: a refused batch leaves no trace.
+    for i in 0..count {
         let len = rest
             .get(..4)
             .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-            .ok_or_else(|| bad("failed to read message body size"))?;
-        if len == 0 || len > max_msg {
+            .ok_or_else(|| {
+                Fail::fatal(
+                    "E_BAD_MESSAGE",
+                    &format!("MPUB failed to read message({i}) body size"),
+                )
+            })?;
+        // nsqd 1.3.0 readMPUB's codes and texts.
+        if len == 0 {
             return Err(Fail::fatal(
                 "E_BAD_MESSAGE",
-                &format!("MPUB invalid message body size {len}"),
+                &format!("MPUB invalid message({i}) body size {len}"),
+            ));
+        }
+        if len > max_msg {
+            return Err(Fail::fatal(
+                "E_BAD_MESSAGE",
+                &format!("MPUB message too big {len} > {max_msg}"),
             ));
         }
         let msg = rest
             .get(4..4 + len)
-            .ok_or_else(|| bad("failed to read message body"))?;
+            .ok_or_else(|| Fail::fatal("E_BAD_MESSAGE", "MPUB failed to read message body"))?;
         out.push(Bytes::copy_from_slice(msg));
         rest = &rest[4 + len..];
     }
