@@ -55,95 +55,27 @@ pub struct ExternalNsq {
     partitions: bool,
 }
 
-/// A variable's value: `None` when unset, a failure when it is not UTF-8.
-#[cfg(feature = "nsq")]
-fn variable(name: &str) -> Result<Option<String>, String> {
-    match std::env::var(name) {
-        Ok(value) => Ok(Some(value)),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not valid UTF-8")),
-    }
-}
-
-/// A comma-separated list of `host:port`, each resolved to its first address.
-#[cfg(feature = "nsq")]
-fn addresses(name: &str, value: &str) -> Result<Vec<std::net::SocketAddr>, String> {
-    use std::net::ToSocketAddrs;
-    value
-        .split(',')
-        .map(str::trim)
-        .map(|entry| {
-            let resolved = entry
-                .to_socket_addrs()
-                .map_err(|e| e.to_string())
-                .and_then(|mut all| all.next().ok_or_else(|| "no address".to_string()));
-            resolved.map_err(|e| {
-                format!("{name}={value:?}: {entry:?} is not a host:port address ({e})")
-            })
-        })
-        .collect()
-}
-
 /// Reads `MSGSTREAM_NSQ_*`: `None` when none is set. The harnesses need nsqd's HTTP API (lag,
 /// seek, latest id, deletes) to run the checks they run against the test server, so
 /// `MSGSTREAM_NSQ_NSQD_HTTP` must come with `MSGSTREAM_NSQ_NSQD`.
 #[cfg(feature = "nsq")]
 fn read_external_nsq() -> Result<Option<ExternalNsq>, String> {
-    let nsqd = variable("MSGSTREAM_NSQ_NSQD")?;
-    let nsqd_http = variable("MSGSTREAM_NSQ_NSQD_HTTP")?;
-    let lookupd = variable("MSGSTREAM_NSQ_LOOKUPD")?;
-    let extensions = variable("MSGSTREAM_NSQ_EXTENSIONS")?;
-    let Some(nsqd) = nsqd else {
-        for (name, value) in [
-            ("MSGSTREAM_NSQ_NSQD_HTTP", &nsqd_http),
-            ("MSGSTREAM_NSQ_LOOKUPD", &lookupd),
-            ("MSGSTREAM_NSQ_EXTENSIONS", &extensions),
-        ] {
-            if value.is_some() {
-                return Err(format!(
-                    "{name} is set but MSGSTREAM_NSQ_NSQD is not: name the running nsqd's TCP \
-                     address(es) in MSGSTREAM_NSQ_NSQD, or unset {name}"
-                ));
-            }
-        }
+    let Some(server) = msgstream_nsq_testd::ExternalServer::from_env()? else {
         return Ok(None);
     };
-    let nsqd = addresses("MSGSTREAM_NSQ_NSQD", &nsqd)?;
-    let Some(nsqd_http) = nsqd_http else {
+    if server.nsqd_http.is_empty() {
         return Err(
             "MSGSTREAM_NSQ_NSQD is set but MSGSTREAM_NSQ_NSQD_HTTP is not: the conformance \
              harnesses use nsqd's HTTP API (lag, seek, latest id, deletes); name the HTTP \
              address of each nsqd, in the same order"
                 .to_string(),
         );
-    };
-    let nsqd_http = addresses("MSGSTREAM_NSQ_NSQD_HTTP", &nsqd_http)?;
-    if nsqd_http.len() != nsqd.len() {
-        return Err(format!(
-            "MSGSTREAM_NSQ_NSQD_HTTP names {} address(es) but MSGSTREAM_NSQ_NSQD {}: one HTTP \
-             address per nsqd, in the same order",
-            nsqd_http.len(),
-            nsqd.len()
-        ));
     }
-    let lookupd = match lookupd {
-        Some(value) => addresses("MSGSTREAM_NSQ_LOOKUPD", &value)?,
-        None => Vec::new(),
-    };
-    let partitions = match extensions.as_deref() {
-        None | Some("none") => false,
-        Some("partitions") => true,
-        Some(other) => {
-            return Err(format!(
-                "MSGSTREAM_NSQ_EXTENSIONS={other:?}: expected none or partitions"
-            ))
-        }
-    };
     Ok(Some(ExternalNsq {
-        nsqd,
-        nsqd_http,
-        lookupd,
-        partitions,
+        partitions: server.extensions == msgstream_nsq_testd::Extensions::Partitions,
+        nsqd: server.nsqd,
+        nsqd_http: server.nsqd_http,
+        lookupd: server.lookupd,
     }))
 }
 

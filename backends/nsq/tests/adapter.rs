@@ -310,8 +310,17 @@ async fn latest_id_while_publishing_is_always_a_real_message() {
         .await
         .expect("sub");
     let producer = client.create_producer(&topic).await.expect("producer");
+    // Halfway, the publisher waits until the loop below had two answers: the asking overlaps
+    // the publishing however the two tasks are scheduled.
+    let (asked_tx, asked_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut asked_rx = Some(asked_rx);
     let publishing = tokio::spawn(async move {
         for i in 0..200 {
+            if i == 100 {
+                if let Some(asked) = asked_rx.take() {
+                    let _ = asked.await;
+                }
+            }
             producer
                 .send(ProducerMessage::new(format!(
                     "{i:0>width$}",
@@ -322,6 +331,7 @@ async fn latest_id_while_publishing_is_always_a_real_message() {
         }
     });
     let mut answers = Vec::new();
+    let mut asked_tx = Some(asked_tx);
     while !publishing.is_finished() {
         // A round that a publish raced every time it retried is a transient error (the caller
         // asks again): not an answer, and never a wrong one.
@@ -330,6 +340,11 @@ async fn latest_id_while_publishing_is_always_a_real_message() {
             Ok(None) => {}
             Err(e) if e.is_transient() => {}
             Err(e) => panic!("latest: {e}"),
+        }
+        if answers.len() == 2 {
+            if let Some(tx) = asked_tx.take() {
+                let _ = tx.send(());
+            }
         }
     }
     publishing.await.expect("publisher");

@@ -18,6 +18,7 @@
 
 mod api;
 mod commands;
+mod external;
 mod http;
 mod lookupd;
 mod store;
@@ -33,6 +34,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use external::ExternalServer;
 pub use lookupd::TestLookupd;
 use store::Store;
 

@@ -11,7 +11,7 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -40,104 +40,16 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     .await
 }
 
-/// The already running server of `MSGSTREAM_NSQ_*`.
-#[derive(Debug)]
-pub struct External {
-    /// `MSGSTREAM_NSQ_NSQD`: TCP addresses.
-    pub nsqd: Vec<SocketAddr>,
-    /// `MSGSTREAM_NSQ_NSQD_HTTP`: HTTP addresses, same order (empty when unset).
-    pub nsqd_http: Vec<SocketAddr>,
-    /// `MSGSTREAM_NSQ_LOOKUPD`: nsqlookupd HTTP addresses (empty when unset).
-    pub lookupd: Vec<SocketAddr>,
-    /// `MSGSTREAM_NSQ_EXTENSIONS`: what the server speaks (default `none`).
-    pub extensions: Extensions,
-}
-
-/// A variable's value: `None` when unset, a failure when it is not UTF-8.
-fn variable(name: &str) -> Result<Option<String>, String> {
-    match std::env::var(name) {
-        Ok(value) => Ok(Some(value)),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not valid UTF-8")),
-    }
-}
-
-/// A comma-separated list of `host:port`, each resolved to its first address.
-fn addresses(name: &str, value: &str) -> Result<Vec<SocketAddr>, String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .map(|entry| {
-            let resolved = entry
-                .to_socket_addrs()
-                .map_err(|e| e.to_string())
-                .and_then(|mut all| all.next().ok_or_else(|| "no address".to_string()));
-            resolved.map_err(|e| {
-                format!("{name}={value:?}: {entry:?} is not a host:port address ({e})")
-            })
-        })
-        .collect()
-}
-
-/// Reads the `MSGSTREAM_NSQ_*` variables: `None` when `MSGSTREAM_NSQ_NSQD` is unset (and so
-/// are the others).
-fn read_external() -> Result<Option<External>, String> {
-    let nsqd = variable("MSGSTREAM_NSQ_NSQD")?;
-    let nsqd_http = variable("MSGSTREAM_NSQ_NSQD_HTTP")?;
-    let lookupd = variable("MSGSTREAM_NSQ_LOOKUPD")?;
-    let extensions = variable("MSGSTREAM_NSQ_EXTENSIONS")?;
-    let Some(nsqd) = nsqd else {
-        for (name, value) in [
-            ("MSGSTREAM_NSQ_NSQD_HTTP", &nsqd_http),
-            ("MSGSTREAM_NSQ_LOOKUPD", &lookupd),
-            ("MSGSTREAM_NSQ_EXTENSIONS", &extensions),
-        ] {
-            if value.is_some() {
-                return Err(format!(
-                    "{name} is set but MSGSTREAM_NSQ_NSQD is not: name the running nsqd's TCP \
-                     address(es) in MSGSTREAM_NSQ_NSQD, or unset {name}"
-                ));
-            }
-        }
-        return Ok(None);
-    };
-    let external = External {
-        nsqd: addresses("MSGSTREAM_NSQ_NSQD", &nsqd)?,
-        nsqd_http: match &nsqd_http {
-            Some(value) => addresses("MSGSTREAM_NSQ_NSQD_HTTP", value)?,
-            None => Vec::new(),
-        },
-        lookupd: match &lookupd {
-            Some(value) => addresses("MSGSTREAM_NSQ_LOOKUPD", value)?,
-            None => Vec::new(),
-        },
-        extensions: match extensions.as_deref() {
-            None | Some("none") => Extensions::None,
-            Some("partitions") => Extensions::Partitions,
-            Some(other) => {
-                return Err(format!(
-                    "MSGSTREAM_NSQ_EXTENSIONS={other:?}: expected none or partitions"
-                ))
-            }
-        },
-    };
-    if nsqd_http.is_some() && external.nsqd_http.len() != external.nsqd.len() {
-        return Err(format!(
-            "MSGSTREAM_NSQ_NSQD_HTTP names {} address(es) but MSGSTREAM_NSQ_NSQD {}: one HTTP \
-             address per nsqd, in the same order",
-            external.nsqd_http.len(),
-            external.nsqd.len()
-        ));
-    }
-    Ok(Some(external))
-}
+/// The already running server of `MSGSTREAM_NSQ_*` (read by the test server crate, which the
+/// conformance harness shares).
+pub use msgstream_nsq_testd::ExternalServer as External;
 
 /// The external server, if the variables name one; a malformed variable fails the test. The
 /// first call says on stderr which tests use it.
 pub fn external() -> Option<&'static External> {
     static EXTERNAL: OnceLock<Result<Option<External>, String>> = OnceLock::new();
     let external = EXTERNAL.get_or_init(|| {
-        let external = read_external();
+        let external = External::from_env();
         if let Ok(Some(e)) = &external {
             use std::io::Write;
             let http = match e.nsqd_http.first() {
