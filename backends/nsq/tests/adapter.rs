@@ -514,3 +514,67 @@ async fn fixture_held_messages_outlive_a_short_server_msg_timeout() {
     consumer.close().await;
     client.close().await;
 }
+
+/// Upstream nsqd with its HTTP address: deleting a subscription and a channel works as the
+/// contract says (refused while a consumer is live, idempotent, gone from the lists), the parts
+/// of the conformance check that do not need a new channel to see older messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_deletes_subscriptions_and_channels() {
+    let harness = upstream().await;
+    let client = harness.client();
+    let caps = client.capabilities();
+    assert!(caps.delete_subscriptions && caps.delete_topics, "{caps:?}");
+    let topic = common::topic("del");
+    let producer = client.create_producer(&topic).await.expect("producer");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "sub"))
+        .await
+        .expect("subscribe");
+    producer
+        .send(ProducerMessage::new(&b"one"[..]))
+        .await
+        .expect("send");
+    let first = recv(&mut consumer).await;
+    consumer.ack(&first).await.expect("ack");
+    assert!(matches!(
+        client.delete_subscription(&topic, "sub").await,
+        Err(Error::SubscriptionBusy { .. })
+    ));
+    consumer.close().await;
+    client
+        .delete_subscription(&topic, "sub")
+        .await
+        .expect("delete subscription");
+    client
+        .delete_subscription(&topic, "sub")
+        .await
+        .expect("deleting again is fine");
+    client
+        .delete_subscription(&topic, "never-existed")
+        .await
+        .expect("deleting a missing subscription is fine");
+    let names: Vec<String> = client
+        .list_subscriptions(&topic)
+        .await
+        .expect("list subscriptions")
+        .into_iter()
+        .map(|s: SubscriptionInfo| s.name)
+        .collect();
+    assert!(!names.contains(&"sub".to_string()), "{names:?}");
+    let mut live = client
+        .subscribe(ConsumerOptions::new(&topic, "live"))
+        .await
+        .expect("subscribe");
+    assert!(matches!(
+        client.delete_topic(&topic).await,
+        Err(Error::SubscriptionBusy { .. })
+    ));
+    live.close().await;
+    client.delete_topic(&topic).await.expect("delete topic");
+    client
+        .delete_topic(&topic)
+        .await
+        .expect("deleting again is fine");
+    let topics = client.list_topics().await.expect("list topics");
+    assert!(!topics.contains(&topic), "{topic} still listed");
+}
