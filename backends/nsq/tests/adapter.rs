@@ -578,3 +578,84 @@ async fn upstream_deletes_subscriptions_and_channels() {
     let topics = client.list_topics().await.expect("list topics");
     assert!(!topics.contains(&topic), "{topic} still listed");
 }
+
+/// Where a test's `tracing` output goes.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn count(&self, needle: &str) -> usize {
+        let text =
+            String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+        text.matches(needle).count()
+    }
+}
+
+/// A subscription holding `max_in_flight` unacked messages gets nothing more from nsqd (the
+/// streams ack only once a pack was handed over, so a channel that does not tick within that
+/// many messages stalls a timetick stream): the consumer says so once per such stretch, and
+/// an ack lets the next message through.
+#[tokio::test]
+async fn a_subscription_holding_max_in_flight_unacked_says_it_waits() {
+    let logs = Logs::default();
+    let writer = {
+        let logs = logs.clone();
+        move || logs.clone()
+    };
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(writer)
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .finish(),
+    );
+    let server = common::server(msgstream_nsq_testd::Extensions::None).await;
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        nsqd_http: vec![server.http_addr().to_string()],
+        max_in_flight: 2,
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let topic = common::topic("starved");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "c"))
+        .await
+        .expect("subscribe");
+    let producer = client.create_producer(&topic).await.expect("producer");
+    for body in ["one", "two", "three"] {
+        producer
+            .send(ProducerMessage::new(body.as_bytes()))
+            .await
+            .expect("send");
+    }
+    let first = recv(&mut consumer).await;
+    let _second = recv(&mut consumer).await;
+    let warning = "holds max_in_flight (2) unacked messages";
+    assert_eq!(logs.count(warning), 0, "not starved before the limit");
+    for _ in 0..2 {
+        // Bounded waits for what must not come: nsqd sends nothing while two are held.
+        let third = tokio::time::timeout(Duration::from_millis(300), consumer.recv()).await;
+        assert!(third.is_err(), "a third message while two are unacked");
+    }
+    assert_eq!(logs.count(warning), 1, "said once for the stretch");
+    consumer.ack(&first).await.expect("ack");
+    assert_eq!(recv(&mut consumer).await.payload.as_ref(), b"three");
+    consumer.close().await;
+    client.close().await;
+}

@@ -177,6 +177,8 @@ pub(crate) struct NsqConsumer {
     toucher: tokio::task::JoinHandle<()>,
     /// A message `recv_batch` could not decode, reported by the next `recv`.
     undecodable: Option<NsqMessage>,
+    /// Whether the current stretch of holding `max_in_flight` unacked messages was reported.
+    starved: bool,
 }
 
 impl NsqConsumer {
@@ -208,6 +210,7 @@ impl NsqConsumer {
             acks,
             toucher,
             undecodable: None,
+            starved: false,
         })
     }
 
@@ -239,6 +242,29 @@ impl NsqConsumer {
         })
     }
 
+    /// Warns, once per stretch, when this subscription holds `max_in_flight` unacked messages
+    /// and so waits for nothing: nsqd sends a subscription no more than that many unanswered
+    /// messages, and the streams ack only once a pack was handed over, so a timetick stream
+    /// whose channel does not tick within `max_in_flight` messages would otherwise wait
+    /// without a word.
+    fn warn_if_starved(&mut self) {
+        let limit = usize::try_from(self.shared.config.max_in_flight.max(1)).unwrap_or(usize::MAX);
+        let held = lock(&self.acks.pending).len();
+        if held < limit {
+            self.starved = false;
+        } else if !self.starved {
+            self.starved = true;
+            tracing::warn!(
+                topic = %self.topic,
+                subscription = %self.subscription,
+                held,
+                "the subscription holds max_in_flight ({limit}) unacked messages, so nsqd sends \
+                 it no more until some are acked; a timetick stream needs every channel to tick \
+                 within max_in_flight messages: raise [nsq] max_in_flight"
+            );
+        }
+    }
+
     /// Stops the server's deliveries, requeues the unacked in id order (so they come back
     /// first and in order), then stops the push consumer gracefully.
     async fn shut(&mut self) {
@@ -266,7 +292,10 @@ impl Consumer for NsqConsumer {
         };
         let next = match self.undecodable.take() {
             Some(nsq) => Some(nsq),
-            None => inner.recv().await,
+            None => {
+                self.warn_if_starved();
+                inner.recv().await
+            }
         };
         let Some(nsq) = next else {
             return Ok(None);
