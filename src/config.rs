@@ -419,6 +419,9 @@ mod tests {
         let message = parse("", &[("MSGSTREAM_NSQ__ADDR", "x")])
             .expect_err("a setting of a section this build does not have")
             .to_string();
-        assert!(message.contains("nsq"), "{message}");
+        assert!(
+            message.contains("nsq") && message.contains("addr"),
+            "names the section and the key: {message}"
+        );
     }
 }
