@@ -87,6 +87,14 @@ fn spawn_after(tx: &mpsc::UnboundedSender<Ev>, delay: Duration, ev: Ev) {
     });
 }
 
+/// When the first periodic `/lookup` poll comes after the one at start (go-nsq's schedule): a
+/// random part of `jitter × interval` (so consumers started together spread their polls),
+/// then a whole interval; every `interval` after that.
+fn first_lookupd_poll(interval: Duration, jitter: f64, random: u64) -> Duration {
+    let fraction = jitter.clamp(0.0, 1.0) * (random % 1000) as f64 / 1000.0;
+    interval.mul_f64(fraction) + interval
+}
+
 /// A pseudo-random number from the clock, for jitter and random picks.
 fn entropy() -> u64 {
     std::time::SystemTime::now()
@@ -148,12 +156,11 @@ impl Engine {
         if !self.config.lookupd.is_empty() {
             let _ = self.tx.send(Ev::Poll);
             let interval = self.config.lookupd_poll_interval;
-            let jitter = interval
-                .mul_f64(self.config.lookupd_poll_jitter * (entropy() % 1000) as f64 / 1000.0);
+            let first = first_lookupd_poll(interval, self.config.lookupd_poll_jitter, entropy());
             let tx = self.tx.clone();
             tokio::spawn(async move {
-                tokio::time::sleep(jitter).await;
-                let mut tick = tokio::time::interval(interval);
+                let start = tokio::time::Instant::now() + first;
+                let mut tick = tokio::time::interval_at(start, interval);
                 loop {
                     tick.tick().await;
                     if tx.send(Ev::Poll).is_err() {
@@ -408,5 +415,28 @@ impl Engine {
                 link.conn.close().await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_lookupd_poll_waits_an_interval_plus_a_part_of_the_jitter() {
+        let interval = Duration::from_secs(60);
+        for random in [0, 1, 499, 999, 1_000, u64::MAX] {
+            let first = first_lookupd_poll(interval, 0.3, random);
+            assert!(first >= interval, "{first:?}");
+            assert!(first < interval + interval.mul_f64(0.3), "{first:?}");
+        }
+        assert_eq!(
+            first_lookupd_poll(interval, 0.3, 500),
+            Duration::from_secs(69)
+        );
+        // No jitter, and nonsense jitter, do not move it below or past one more interval.
+        assert_eq!(first_lookupd_poll(interval, 0.0, 999), interval);
+        assert!(first_lookupd_poll(interval, 7.0, 999) < 2 * interval);
+        assert_eq!(first_lookupd_poll(interval, -1.0, 999), interval);
     }
 }
