@@ -134,12 +134,12 @@ pub enum Event {
 /// cannot come); queuing on a closed connection is [`Error::Closed`]. Dropping the last handle
 /// flushes what is queued and shuts the write side.
 ///
-/// Commands the server answers ([`Writer::request`]: a producer's PUBs) queue per thread
-/// instead (see [`Requests`]), with their reply waiters; each write carries the other
+/// Commands the server answers (`Writer::request`: a producer's PUBs) queue per thread
+/// instead (see `Requests`), with their reply waiters; each write carries the other
 /// commands first, then the requests, and hands the waiters to the reader in the same order.
 ///
 /// A caller that knows no command follows soon (a consumer's answer to the last message the
-/// application had waiting, see [`Writer::queue_now`]) writes what is pending itself, without
+/// application had waiting, see `Writer::queue_now`) writes what is pending itself, without
 /// blocking, while the task is not writing: at `max_in_flight` 1 every FIN would otherwise cost
 /// a wake-up of the task. Whatever the socket does not take at once is left to the task.
 #[derive(Debug)]
@@ -153,7 +153,7 @@ pub struct Writer {
 #[derive(Debug)]
 struct WriteShared {
     pending: Mutex<Pending>,
-    /// Commands the server answers, queued per thread (see [`Requests`]).
+    /// Commands the server answers, queued per thread (see `Requests`).
     requests: Requests,
     wake: Notify,
     /// Bytes handed to the socket so far, and whether the write task has ended: what

@@ -22,6 +22,10 @@ pub struct StoredMessage {
     pub properties: Properties,
 }
 
+/// Most visible messages a read fetches by key instead of through an iterator (see
+/// [`ReadScratch::read_range`]).
+const POINT_READS_MAX: u64 = 4;
+
 /// Payload bytes read into one shared buffer before a read stops early.
 const READ_CHUNK_BYTES: usize = 4 << 20;
 
@@ -60,6 +64,21 @@ impl ReadScratch {
         if from >= upto || limit == 0 {
             return Ok(from);
         }
+        let first = out.len();
+        // A consumer that keeps up is woken for the one or few messages just written: those
+        // are in the memtable, and a lookup by key finds each there without building an
+        // iterator over every level and seeking each (the larger part of a tailing read's
+        // cost). Properties need their own column family, so their topics take the iterator.
+        let from = if upto - from <= POINT_READS_MAX && !with_properties {
+            let next = self.read_by_key(db, topic, from..upto, limit, out, &mut make)?;
+            if next >= upto || out.len() - first == limit {
+                return Ok(next);
+            }
+            // A missing id (retention removed it): the iterator below skips the gap.
+            next
+        } else {
+            from
+        };
         let start = message_key(topic.id, from);
         let end = message_key(topic.id, upto);
         // The messages iterator stops at `end` by the loop's own key check (the key is read and
@@ -82,7 +101,6 @@ impl ReadScratch {
         };
         let mut next_property = properties.as_ref().and_then(property_id);
         let data = &mut self.buffer;
-        let first = out.len();
         let mut bytes = 0;
         let mut next = upto;
         let prefix = topic_prefix(topic.id);
@@ -151,6 +169,40 @@ impl ReadScratch {
                 .map_err(|e| db_error("reading message properties", e))?;
         }
         Ok(next)
+    }
+
+    /// Reads the ids of `range` (at most `limit`) one lookup each, stopping at the first id
+    /// that is missing (removed by retention). Returns the id after the last one read.
+    fn read_by_key<T>(
+        &mut self,
+        db: &Db<'_>,
+        topic: &TopicState,
+        range: std::ops::Range<u64>,
+        limit: usize,
+        out: &mut Vec<T>,
+        make: &mut impl FnMut(StoredMessage) -> T,
+    ) -> Result<u64> {
+        let messages = db.cf(CF_MESSAGES)?;
+        let mut id = range.start;
+        let mut read = 0;
+        while id < range.end && read < limit {
+            let value = db
+                .db
+                .get_pinned_cf(messages, message_key(topic.id, id))
+                .map_err(|e| db_error("reading a message", e))?;
+            let Some(value) = value else {
+                break;
+            };
+            self.buffer.extend_from_slice(&value);
+            out.push(make(StoredMessage {
+                id,
+                payload: self.buffer.split().freeze(),
+                properties: Properties::new(),
+            }));
+            id += 1;
+            read += 1;
+        }
+        Ok(id)
     }
 }
 
@@ -236,6 +288,74 @@ impl Cursor {
                 return Ok(());
             }
             notified.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use msgstream::mq::ProducerMessage;
+
+    use super::*;
+    use crate::{Rocksmq, RocksmqOptions};
+
+    /// Reads everything `cursor` can see now, `limit` at a time, as (id, payload) pairs.
+    fn drain(engine: &Rocksmq, cursor: &mut Cursor, limit: usize) -> Vec<(u64, Vec<u8>)> {
+        let mut all = Vec::new();
+        loop {
+            let mut out = Vec::new();
+            cursor
+                .read(&engine.inner.store, limit, &mut out, |m| {
+                    (m.id, m.payload.to_vec())
+                })
+                .expect("read");
+            if out.is_empty() {
+                return all;
+            }
+            all.extend(out);
+        }
+    }
+
+    /// A tailing read fetches its few messages by key; where an id is missing (retention
+    /// removed its page) it must go on past the gap, as the iterator does, and never stop
+    /// at the hole or return it.
+    #[tokio::test]
+    async fn a_short_read_by_key_skips_ids_removed_by_retention() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Rocksmq::open(RocksmqOptions::new(dir.path())).expect("open");
+        let topic = engine.topic_or_create("t").expect("topic");
+        let batch = (1..=4u8).map(|i| ProducerMessage::new(vec![i])).collect();
+        let ids = engine.produce("t", batch).await.expect("produce");
+
+        let mut tail = Cursor::new(topic.clone(), ids.start);
+        let read = drain(&engine, &mut tail, 16);
+        let expected: Vec<_> = ids
+            .clone()
+            .zip(1..=4u8)
+            .map(|(id, b)| (id, vec![b]))
+            .collect();
+        assert_eq!(read, expected, "every message, in order, by key");
+
+        engine
+            .inner
+            .store
+            .with(|db| {
+                for id in [ids.start, ids.start + 1] {
+                    db.db
+                        .delete_cf(db.cf(CF_MESSAGES)?, message_key(topic.id, id))
+                        .map_err(|e| db_error("delete", e))?;
+                }
+                Ok(())
+            })
+            .expect("remove two ids");
+        for limit in [1, 2, 16] {
+            let mut cursor = Cursor::new(topic.clone(), ids.start);
+            assert_eq!(
+                drain(&engine, &mut cursor, limit),
+                expected[2..].to_vec(),
+                "reading {limit} at a time goes on past the gap"
+            );
+            assert_eq!(cursor.next, ids.end, "the cursor ends at the tail");
         }
     }
 }
