@@ -24,7 +24,7 @@ mod nsq_partitions {
 /// Every check but three that need a *new* subscription to see messages published before it
 /// existed: upstream nsqd gives a new channel only what is published after it exists (the
 /// first channel of a topic excepted), so `earliest_and_latest`,
-/// `delete_subscription_and_topic` and `stream_ends_when_a_decoder_panics` cannot hold there;
+/// `deleted_subscription_starts_afresh` and `stream_ends_when_a_decoder_panics` cannot hold there;
 /// `backends/nsq/tests/adapter.rs` pins down what happens instead. Seek, readers and latest id
 /// are asserted `Unsupported` by the checks.
 #[cfg(feature = "nsq")]
@@ -37,7 +37,8 @@ mod nsq_upstream {
         trace_context_round_trip, tt_issue_sequence_and_replays, tt_different_tick_timestamps,
         tt_three_channels_aligned, tt_replay_determinism, tt_replay_determinism_long_runs,
         tt_reports_garbage,
-        exclusive_subscriptions, seek_outside_the_channel, repeated_channel_names,
+        exclusive_subscriptions, delete_subscription_and_topic, seek_outside_the_channel,
+        repeated_channel_names,
         plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
         tt_late_message_in_a_long_run,
         stream_interface_extras, plain_positions_carry_begin_ts,

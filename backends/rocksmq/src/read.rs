@@ -152,13 +152,8 @@ impl ReadScratch {
                     }
                 }
             }
-            data.extend_from_slice(value);
             bytes += value.len();
-            out.push(make(StoredMessage {
-                id,
-                payload: data.split().freeze(),
-                properties: props,
-            }));
+            out.push(make(stored(data, id, value, props)));
             messages.next();
         }
         messages
@@ -183,26 +178,38 @@ impl ReadScratch {
         make: &mut impl FnMut(StoredMessage) -> T,
     ) -> Result<u64> {
         let messages = db.cf(CF_MESSAGES)?;
+        let options = rocksdb::ReadOptions::default();
         let mut id = range.start;
         let mut read = 0;
         while id < range.end && read < limit {
             let value = db
                 .db
-                .get_pinned_cf(messages, message_key(topic.id, id))
+                .get_pinned_cf_opt(messages, message_key(topic.id, id), &options)
                 .map_err(|e| db_error("reading a message", e))?;
             let Some(value) = value else {
                 break;
             };
-            self.buffer.extend_from_slice(&value);
-            out.push(make(StoredMessage {
+            out.push(make(stored(
+                &mut self.buffer,
                 id,
-                payload: self.buffer.split().freeze(),
-                properties: Properties::new(),
-            }));
+                &value,
+                Properties::new(),
+            )));
             id += 1;
             read += 1;
         }
         Ok(id)
+    }
+}
+
+/// Copies a stored value into the read's shared buffer and splits it off as the payload of
+/// message `id` (see [`ReadScratch`]).
+fn stored(buffer: &mut BytesMut, id: u64, value: &[u8], properties: Properties) -> StoredMessage {
+    buffer.extend_from_slice(value);
+    StoredMessage {
+        id,
+        payload: buffer.split().freeze(),
+        properties,
     }
 }
 

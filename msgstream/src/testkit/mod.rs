@@ -128,6 +128,7 @@ macro_rules! contract_tests {
             tt_reports_garbage,
             exclusive_subscriptions,
             delete_subscription_and_topic,
+            deleted_subscription_starts_afresh,
             seek_outside_the_channel,
             repeated_channel_names,
             plain_commit_semantics,
