@@ -3,24 +3,12 @@
 
 use std::sync::Arc;
 
-use super::{insert, row_id, unique, within};
-use crate::mq::{
-    Client, ConsumerOptions, InitialPosition, MessageId, ProducerMessage, ReaderOptions,
-};
+use super::{insert, recv, row_id, send_n, unique, within};
+use crate::mq::{Client, ConsumerOptions, InitialPosition, ProducerMessage, ReaderOptions};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
 use crate::stream::{MsgStream, StreamOptions};
 use crate::tt::TtMsgStream;
 use crate::Error;
-
-async fn send_n(client: &Arc<dyn Client>, topic: &str, n: usize) -> Vec<MessageId> {
-    let producer = client.create_producer(topic).await.expect("producer");
-    let mut ids = Vec::with_capacity(n);
-    for i in 0..n {
-        let msg = ProducerMessage::new(format!("m{i}").into_bytes());
-        ids.push(producer.send(msg).await.expect("send"));
-    }
-    ids
-}
 
 async fn next_row(stream: &mut MsgStream) -> i64 {
     let pack = within("a pack", stream.next_pack())
@@ -105,10 +93,7 @@ pub async fn delete_subscription_and_topic(client: Arc<dyn Client>) {
         .subscribe(ConsumerOptions::new(&topic, "sub"))
         .await
         .expect("consumer");
-    let first = within("a message", consumer.recv())
-        .await
-        .expect("recv")
-        .expect("open");
+    let first = recv(&mut consumer).await;
     assert_eq!(first.id, ids[0]);
     consumer.ack(&first).await.expect("ack");
     if caps.delete_subscriptions {
@@ -181,10 +166,7 @@ pub async fn deleted_subscription_starts_afresh(client: Arc<dyn Client>) {
         .await
         .expect("consumer");
     for id in &ids[..2] {
-        let msg = within("a message", consumer.recv())
-            .await
-            .expect("recv")
-            .expect("open");
+        let msg = recv(&mut consumer).await;
         assert_eq!(&msg.id, id);
         consumer.ack(&msg).await.expect("ack");
     }
@@ -197,10 +179,7 @@ pub async fn deleted_subscription_starts_afresh(client: Arc<dyn Client>) {
         .subscribe(ConsumerOptions::new(&topic, "sub"))
         .await
         .expect("subscribe again");
-    let again = within("a message", fresh.recv())
-        .await
-        .expect("recv")
-        .expect("open");
+    let again = recv(&mut fresh).await;
     assert_eq!(again.id, ids[0], "a deleted subscription starts afresh");
     fresh.close().await;
 }

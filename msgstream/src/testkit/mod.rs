@@ -31,7 +31,7 @@ pub use mq_checks::*;
 pub use stream_checks::*;
 pub use tt_checks::*;
 
-use crate::mq::Client;
+use crate::mq::{Client, Consumer, Message, MessageId, ProducerMessage};
 use crate::msg::{InsertRequest, MsgBase, MsgBody, MsgType, TsMsg};
 
 /// A backend under test: its client plus whatever must live as long as it (temp dirs, servers).
@@ -64,6 +64,26 @@ pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
         Ok(value) => value,
         Err(_) => panic!("timed out after {WAIT:?} waiting for {what}"),
     }
+}
+
+/// Sends `n` messages to `topic` (payload `m<i>`, property `i` = `<i>`); returns their ids.
+async fn send_n(client: &Arc<dyn Client>, topic: &str, n: usize) -> Vec<MessageId> {
+    let producer = client.create_producer(topic).await.expect("producer");
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut msg = ProducerMessage::new(format!("m{i}").into_bytes());
+        msg.properties.insert("i".into(), i.to_string());
+        ids.push(producer.send(msg).await.expect("send"));
+    }
+    ids
+}
+
+/// The consumer's next message, within [`WAIT`].
+async fn recv(consumer: &mut Box<dyn Consumer>) -> Message {
+    within("a message", consumer.recv())
+        .await
+        .expect("recv")
+        .expect("consumer open")
 }
 
 /// A channel name no other check (or earlier run against a shared broker) uses.

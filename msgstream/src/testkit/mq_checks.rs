@@ -4,29 +4,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{unique, within};
+use super::{recv, send_n, unique, within};
 use crate::mq::{
-    Client, ConsumerOptions, InitialPosition, Message, MessageId, ProducerMessage, ReaderOptions,
+    Client, ConsumerOptions, InitialPosition, Message, ProducerMessage, ReaderOptions,
 };
 use crate::Error;
-
-async fn send_n(client: &Arc<dyn Client>, topic: &str, n: usize) -> Vec<MessageId> {
-    let producer = client.create_producer(topic).await.expect("producer");
-    let mut ids = Vec::with_capacity(n);
-    for i in 0..n {
-        let mut msg = ProducerMessage::new(format!("m{i}").into_bytes());
-        msg.properties.insert("i".into(), i.to_string());
-        ids.push(producer.send(msg).await.expect("send"));
-    }
-    ids
-}
-
-async fn recv(consumer: &mut Box<dyn crate::mq::Consumer>) -> Message {
-    within("a message", consumer.recv())
-        .await
-        .expect("recv")
-        .expect("consumer open")
-}
 
 fn body(msg: &Message) -> String {
     String::from_utf8_lossy(&msg.payload).into_owned()
