@@ -203,7 +203,8 @@ impl ReadScratch {
 }
 
 /// Copies a stored value into the read's shared buffer and splits it off as the payload of
-/// message `id` (see [`ReadScratch`]).
+/// message `id` (see [`ReadScratch`]). Inlined: it is the per-message body of every read loop.
+#[inline(always)]
 fn stored(buffer: &mut BytesMut, id: u64, value: &[u8], properties: Properties) -> StoredMessage {
     buffer.extend_from_slice(value);
     StoredMessage {
