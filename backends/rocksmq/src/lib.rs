@@ -29,6 +29,7 @@ mod group;
 mod keys;
 mod options;
 mod read;
+mod recent;
 pub mod retention;
 mod store;
 mod subscription;

@@ -64,6 +64,9 @@ impl ReadScratch {
         if from >= upto || limit == 0 {
             return Ok(from);
         }
+        if let Some(next) = topic.recent.read(from, upto, limit, |m| out.push(make(m))) {
+            return Ok(next);
+        }
         let first = out.len();
         // A consumer that keeps up is woken for the one or few messages just written: those
         // are in the memtable, and a lookup by key finds each there without building an
@@ -305,6 +308,7 @@ mod tests {
     use msgstream::mq::ProducerMessage;
 
     use super::*;
+    use crate::topics::FIRST_MESSAGE_ID;
     use crate::{Rocksmq, RocksmqOptions};
 
     /// Reads everything `cursor` can see now, `limit` at a time, as (id, payload) pairs.
@@ -322,6 +326,93 @@ mod tests {
             }
             all.extend(out);
         }
+    }
+
+    /// Produces `messages` to `topic` while a cursor at `from` waits for them; returns what
+    /// the woken cursor read.
+    async fn read_awaited(
+        engine: &Rocksmq,
+        topic: &Arc<TopicState>,
+        from: u64,
+        messages: Vec<ProducerMessage>,
+    ) -> Vec<StoredMessage> {
+        let mut cursor = Cursor::new(topic.clone(), from);
+        let store = engine.clone();
+        let waiter =
+            tokio::spawn(async move { cursor.next_batch(&store.inner.store, 16, |m| m).await });
+        // The write is kept only for a cursor already waiting: wait until it is.
+        while !topic.awaited() {
+            tokio::task::yield_now().await;
+        }
+        engine
+            .produce(&topic.name, messages)
+            .await
+            .expect("produce");
+        waiter.await.expect("waiter").expect("read")
+    }
+
+    /// A cursor woken by a small write reads it from memory: exactly what the store holds
+    /// (payloads, properties, ids), for the cursor and for any other reader of those ids.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_awaited_write_is_read_from_memory_as_stored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Rocksmq::open(RocksmqOptions::new(dir.path())).expect("open");
+        let topic = engine.topic_or_create("t").expect("topic");
+        let mut with_properties = ProducerMessage::new(b"b".to_vec());
+        with_properties
+            .properties
+            .insert("traceparent".into(), "00-x".into());
+        let written = vec![ProducerMessage::new(b"a".to_vec()), with_properties];
+        let read = read_awaited(&engine, &topic, FIRST_MESSAGE_ID, written).await;
+        let ids = FIRST_MESSAGE_ID..FIRST_MESSAGE_ID + 2;
+        assert!(
+            topic.recent.read(ids.start, ids.end, 16, drop).is_some(),
+            "the awaited write is held"
+        );
+        let mut again = Vec::new();
+        Cursor::new(topic.clone(), ids.start)
+            .read(&engine.inner.store, 16, &mut again, |m| m)
+            .expect("read from memory");
+        topic.recent.forget();
+        let mut stored = Vec::new();
+        Cursor::new(topic.clone(), ids.start)
+            .read(&engine.inner.store, 16, &mut stored, |m| m)
+            .expect("read from the store");
+        assert_eq!(stored.len(), 2);
+        assert_eq!(read, stored, "the woken cursor read what is stored");
+        assert_eq!(again, stored, "a later reader too");
+    }
+
+    /// Retention that deletes the pages of a held write drops it, so no reader gets from
+    /// memory a message the store no longer has.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retention_drops_a_held_write_it_deleted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut options = RocksmqOptions::new(dir.path());
+        options.page_size_bytes = 1;
+        options.retention = std::time::Duration::ZERO;
+        options.retention_interval = None;
+        let engine = Rocksmq::open(options).expect("open");
+        let topic = engine.topic_or_create("t").expect("topic");
+        let read = read_awaited(
+            &engine,
+            &topic,
+            FIRST_MESSAGE_ID,
+            vec![ProducerMessage::new(b"a".to_vec())],
+        )
+        .await;
+        assert_eq!(read.len(), 1);
+        let id = read[0].id;
+        assert!(topic.recent.read(id, id + 1, 1, drop).is_some());
+        let report = engine.run_retention().expect("retention");
+        assert_eq!(
+            report.messages, 1,
+            "the write closed its page, which had no group"
+        );
+        assert!(
+            topic.recent.read(id, id + 1, 1, drop).is_none(),
+            "retention dropped the held write"
+        );
     }
 
     /// A tailing read fetches its few messages by key; where an id is missing (retention

@@ -185,7 +185,12 @@ impl Rocksmq {
                     .map(|(_, g)| g.committed)
                     .min();
                 let count = plan(&pages, open_bytes, min_committed, now, &self.inner.policy);
-                delete_pages(db, topic.id, &pages[..count])
+                let removed = delete_pages(db, topic.id, &pages[..count]);
+                if count > 0 {
+                    // Even if the deletion failed midway: the held run may name deleted ids.
+                    topic.recent.forget();
+                }
+                removed
             })?;
             report.pages += removed.pages;
             report.messages += removed.messages;

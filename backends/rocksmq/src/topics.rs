@@ -18,6 +18,7 @@ use crate::keys::{
     topic_prefix, topic_upper_bound, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
     META_NEXT_TOPIC_ID, TOPIC_NAME_PREFIX,
 };
+use crate::recent::RecentWrite;
 use crate::store::{db_error, Db, BACKEND};
 
 /// Ids start at 1, so 0 precedes every message of every topic.
@@ -91,6 +92,8 @@ pub(crate) struct TopicState {
     /// writer before such a message becomes visible. While false, reads skip the properties
     /// column family altogether (most topics never use properties).
     has_properties: AtomicBool,
+    /// The latest small write a cursor was waiting for, read from memory by that cursor.
+    pub recent: RecentWrite,
 }
 
 impl TopicState {
@@ -104,6 +107,7 @@ impl TopicState {
             waiters: AtomicUsize::new(0),
             destroyed: AtomicBool::new(false),
             has_properties: AtomicBool::new(has_properties),
+            recent: RecentWrite::default(),
         })
     }
 
@@ -152,6 +156,13 @@ impl TopicState {
     /// new id or is seen, and notified, by the writer.
     pub fn visible(&self) -> u64 {
         self.visible.load(Ordering::SeqCst)
+    }
+
+    /// Whether a cursor waits for this topic's next write now. A hint only (a cursor may start
+    /// or stop waiting right after): used to decide whether a write is worth keeping in
+    /// [`TopicState::recent`].
+    pub fn awaited(&self) -> bool {
+        self.waiters.load(Ordering::Relaxed) > 0
     }
 
     /// Makes every id below `next` visible and wakes waiters, if there are any.

@@ -454,7 +454,15 @@ impl Writer {
         };
         let mut appender = Appender::new(&db, batch_bytes([messages]), self.page_size)?;
         let ids = appender.append(topic, &mut tail, messages)?;
-        appender.write()?;
+        // Offered before the write, so a retention pass that could delete these ids forgets
+        // them after (see `recent`).
+        let _replaced = topic
+            .awaited()
+            .then(|| topic.recent.offer(ids.start, messages));
+        if let Err(e) = appender.write() {
+            topic.recent.forget();
+            return Err(e);
+        }
         self.count_write(1);
         topic.set_tail(tail);
         topic.publish(tail.next_id);
