@@ -24,7 +24,8 @@ use crate::read::StoredMessage;
 /// larger writes are read in batches anyway, where one iterator is cheap per message.
 const MAX_MESSAGES: usize = 16;
 
-/// Most payload bytes a write may have to be kept (what one topic can hold on to).
+/// Most payload bytes a write may have to be kept (what one topic can hold on to, counted as
+/// payload lengths: a payload sliced out of a larger buffer keeps that buffer alive with it).
 const MAX_BYTES: usize = 64 << 10;
 
 /// Messages `first..first + messages.len()` of one topic, as written (one allocation: the
