@@ -51,8 +51,14 @@ pub struct ConsumerConfig {
     pub partition: Option<u32>,
     /// SUB, SUB_ORDERED or SUB_ADVANCED.
     pub mode: SubscribeMode,
-    /// Where a new subscription starts (`SubscribeMode::Advanced`), applied once per partition.
+    /// Where the channel starts (`SubscribeMode::Advanced` or `Ordered`), set over HTTP before
+    /// the first subscribe of each partition.
     pub offset: Option<ConsumeOffset>,
+    /// A start that follows consumption, for ephemeral channels (which a dropped connection
+    /// deletes): every dial, the first and each reconnect, sets the channel to
+    /// `virtual_queue:<value>` before subscribing, in place of `offset`. The owner advances it
+    /// past each message it has taken.
+    pub resume_at: Option<Arc<AtomicU64>>,
     /// The nsqd HTTP address of each entry of `nsqd` (same order), needed to set an offset on
     /// a partition (the server ignores the partition of `SUB_ADVANCED` with an offset).
     pub nsqd_http: Vec<String>,
@@ -95,6 +101,7 @@ impl ConsumerConfig {
             partition: None,
             mode: SubscribeMode::Plain,
             offset: None,
+            resume_at: None,
             nsqd_http: Vec::new(),
             max_in_flight: 1,
             max_attempts: 5,
@@ -128,9 +135,10 @@ impl ConsumerConfig {
         if self.max_in_flight == 0 {
             return Err(Error::Invalid("max_in_flight must be at least 1".into()));
         }
-        if self.offset.is_some() && self.mode != SubscribeMode::Advanced {
+        if (self.offset.is_some() || self.resume_at.is_some()) && self.mode == SubscribeMode::Plain
+        {
             return Err(Error::Invalid(
-                "a consume offset needs SubscribeMode::Advanced".into(),
+                "a consume offset needs SubscribeMode::Advanced or Ordered".into(),
             ));
         }
         Ok(())

@@ -28,6 +28,12 @@ pub struct ConsumerOptions {
     pub initial_position: InitialPosition,
     /// How many received-but-not-yet-returned messages the consumer may hold in memory.
     pub buffer: usize,
+    /// The consumer must see the channel strictly in the producer's order, even where that
+    /// costs throughput: the timetick-aligned stream asks for it. A backend whose every
+    /// consumer is strictly ordered ignores it; one that orders only on request (ordered
+    /// subscriptions of NSQ's partition extension) honours it, and says in its docs what it
+    /// cannot guarantee.
+    pub ordered: bool,
 }
 
 impl ConsumerOptions {
@@ -38,6 +44,7 @@ impl ConsumerOptions {
             subscription: subscription.into(),
             initial_position: InitialPosition::Earliest,
             buffer: 1024,
+            ordered: false,
         }
     }
 
@@ -50,6 +57,12 @@ impl ConsumerOptions {
     /// Same options, starting a new subscription at `position`.
     pub fn with_initial_position(mut self, position: InitialPosition) -> Self {
         self.initial_position = position;
+        self
+    }
+
+    /// Same options, asking for strict channel order (see [`ConsumerOptions::ordered`]).
+    pub fn in_order(mut self) -> Self {
+        self.ordered = true;
         self
     }
 }

@@ -84,13 +84,15 @@ pub(crate) async fn precheck_targets(
 }
 
 /// Validates every name, then subscribes `subscription` on each channel (retrying transient
-/// failures): a stream starts consuming all its new channels or none of them.
+/// failures): a stream starts consuming all its new channels or none of them. `ordered` asks
+/// the backend for strict channel order ([`ConsumerOptions::ordered`]).
 pub(crate) async fn subscribe_all(
     client: &Arc<dyn Client>,
     options: &StreamOptions,
     channels: &[&str],
     subscription: &str,
     position: InitialPosition,
+    ordered: bool,
 ) -> Result<Vec<Box<dyn Consumer>>> {
     if options.buffer > MAX_BUFFER {
         return Err(Error::InvalidArgument(format!(
@@ -106,6 +108,7 @@ pub(crate) async fn subscribe_all(
     for channel in channels {
         let consumer_options = ConsumerOptions {
             buffer: options.buffer.max(1),
+            ordered,
             ..ConsumerOptions::new(*channel, subscription).with_initial_position(position)
         };
         let subscribed = options

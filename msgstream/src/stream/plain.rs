@@ -121,6 +121,7 @@ impl MsgStream {
             channels,
             subscription,
             position,
+            false,
         )
         .await?;
         let (client, options) = (&self.client, &self.options);

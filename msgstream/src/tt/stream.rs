@@ -181,6 +181,7 @@ impl TtMsgStream {
             channels,
             subscription,
             position,
+            true,
         )
         .await?;
         let buffer = self.options.buffer.max(1);

@@ -9,6 +9,7 @@ use msgstream::{Error, Result};
 use serde_json::Value;
 
 use super::{map_err, Position, BACKEND};
+use crate::codec::ConsumeOffset;
 use crate::{http, lookup};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -253,6 +254,45 @@ impl Admin {
             }
         }
         Ok(None)
+    }
+
+    /// Moves `channel` of the configured partition of `topic` to `offset` (the fork's
+    /// `/channel/setoffset`, which creates the channel): how an ordered subscription keeps its
+    /// commit point. Returns once the nsqd holding the partition answered 200; nsqds without
+    /// the partition answer 404 and are passed over.
+    pub(crate) async fn set_offset(
+        &self,
+        topic: &str,
+        channel: &str,
+        offset: ConsumeOffset,
+    ) -> Result<()> {
+        self.require("setting a channel's offset without nsqd_http")?;
+        let target = format!(
+            "/channel/setoffset?topic={}&channel={}&partition={}",
+            http::query_value(topic),
+            http::query_value(channel),
+            self.partition.unwrap_or(0)
+        );
+        let body = offset.to_string();
+        for addr in &self.partition_http(topic).await? {
+            let (status, reply) = self.call(addr, "POST", &target, body.as_bytes()).await?;
+            match status {
+                200 => return Ok(()),
+                404 => continue,
+                _ => {
+                    return Err(Error::backend(
+                        BACKEND,
+                        format!(
+                            "{addr} /channel/setoffset answered {status}: {}",
+                            String::from_utf8_lossy(&reply)
+                        ),
+                    ))
+                }
+            }
+        }
+        Err(Error::UnknownChannel {
+            channel: topic.to_string(),
+        })
     }
 
     /// Waits until no nsqd lists a client of the channel: nsqd reads a connection's commands

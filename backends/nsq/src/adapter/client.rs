@@ -13,6 +13,7 @@ use msgstream::{Error, Result};
 
 use super::admin::Admin;
 use super::consumer::NsqConsumer;
+use super::ordered::OrderedConsumer;
 use super::producer::NsqProducer;
 use super::reader::NsqReader;
 use super::{map_err, Position, BACKEND};
@@ -71,6 +72,14 @@ impl Shared {
             Order::BestEffort
         };
         caps
+    }
+
+    /// Whether a consumer asking for order gets an [`OrderedConsumer`]: with partitions (the
+    /// fork's ordered channels) and `nsqd_http` (its commit point is a channel offset). Every
+    /// other consumer reads with RDY `max_in_flight` and acks after hand-over (see the README
+    /// for what that guarantees on upstream nsqd).
+    pub(crate) fn orders_on_request(&self) -> bool {
+        self.partition().is_some() && self.admin.available()
     }
 
     /// Frees a subscription slot (consumer closed or dropped).
@@ -276,11 +285,17 @@ impl Client for NsqClient {
         let consumer = async {
             self.shared.ensure_topic(&options.topic).await?;
             let offset = self.start(&options).await?;
-            NsqConsumer::start(self.shared.clone(), &options, offset).await
+            if options.ordered && self.shared.orders_on_request() {
+                let consumer =
+                    OrderedConsumer::start(self.shared.clone(), &options, offset).await?;
+                return Ok::<Box<dyn Consumer>, Error>(Box::new(consumer));
+            }
+            let consumer = NsqConsumer::start(self.shared.clone(), &options, offset).await?;
+            Ok(Box::new(consumer))
         }
         .await;
         match consumer {
-            Ok(consumer) => Ok(Box::new(consumer)),
+            Ok(consumer) => Ok(consumer),
             Err(e) => {
                 self.shared.release(&options.topic, &options.subscription);
                 Err(e)

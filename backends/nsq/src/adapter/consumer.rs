@@ -147,6 +147,19 @@ impl Acks {
     }
 }
 
+/// The id of the newest message of `topic`, as a consumer receives it.
+pub(super) async fn latest_message_id(shared: &Shared, topic: &str) -> Result<Option<MessageId>> {
+    shared.check_open()?;
+    if !shared.capabilities().latest_id {
+        return Err(Error::Unsupported {
+            backend: BACKEND,
+            what: "latest message id (needs extensions = partitions and nsqd_http)",
+        });
+    }
+    let latest = shared.admin.latest(topic).await?;
+    Ok(latest.map(Position::id))
+}
+
 async fn shut(acks: &Acks, inner: Option<Arc<NsqPush>>) {
     if let Some(inner) = &inner {
         inner.stop_intake().await;
@@ -394,15 +407,7 @@ impl Consumer for NsqConsumer {
     /// From the fork's `/stats` and `/message/get` (see `Admin::latest`); the id is the one
     /// this consumer receives for that message, so a seek to it is exact.
     async fn latest_message_id(&self) -> Result<Option<MessageId>> {
-        self.shared.check_open()?;
-        if !self.shared.capabilities().latest_id {
-            return Err(Error::Unsupported {
-                backend: BACKEND,
-                what: "latest message id (needs extensions = partitions and nsqd_http)",
-            });
-        }
-        let latest = self.shared.admin.latest(&self.topic).await?;
-        Ok(latest.map(Position::id))
+        latest_message_id(&self.shared, &self.topic).await
     }
 
     async fn close(&mut self) {

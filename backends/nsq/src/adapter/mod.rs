@@ -27,6 +27,7 @@
 mod admin;
 mod client;
 mod consumer;
+mod ordered;
 mod producer;
 mod reader;
 

@@ -251,10 +251,15 @@ impl Engine {
         Dial {
             config: self.config.clone(),
             http: self.http.get(origin).cloned(),
-            offset: self
-                .config
-                .offset
-                .filter(|_| !self.offsets_applied.contains(&origin.partition)),
+            offset: match &self.config.resume_at {
+                Some(at) => Some(codec::ConsumeOffset::VirtualQueue(
+                    at.load(Ordering::Acquire),
+                )),
+                None => self
+                    .config
+                    .offset
+                    .filter(|_| !self.offsets_applied.contains(&origin.partition)),
+            },
             tx: self.tx.clone(),
             shared: self.shared.clone(),
             out: self.out.clone(),

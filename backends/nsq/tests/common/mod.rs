@@ -294,7 +294,7 @@ pub async fn stats_at(http_addr: SocketAddr) -> Value {
 }
 
 /// The `/stats` entries of `topic` on `partition` (every partition when `None`).
-fn topic_entries(stats: &Value, topic: &str, partition: Option<u32>) -> Vec<Value> {
+pub fn topic_entries(stats: &Value, topic: &str, partition: Option<u32>) -> Vec<Value> {
     stats["topics"]
         .as_array()
         .into_iter()

@@ -1,0 +1,361 @@
+//! `OrderedConsumer` (extensions with `nsqd_http`): a subscription read strictly in offset
+//! order through the fork's ordered channels, for consumers that ask for order
+//! (`ConsumerOptions::ordered`: the timetick-aligned stream).
+//!
+//! **Why the reading and the commit point are two channels.** An ordered channel
+//! (`SUB_ORDERED`) sends a partition's next message only once the previous one is FINed,
+//! whatever RDY says (protocols/nsq.md §2.5). The streams ack a message only once the
+//! application has had the pack it belongs to, and a pack holds several messages of one
+//! channel (at least a message and its tick), so FINing on ack would wait forever. So the
+//! reading side is an ephemeral ordered channel that FINs each message on receipt, and the
+//! subscription's NSQ channel (which has no client) holds the commit point: each ack moves it
+//! with `/channel/setoffset` and returns once nsqd answered. A restart reads from there, so
+//! restarting from the subscription stays at-least-once, as on every other backend.
+//!
+//! **No gap, no repeat.** Each delivery must sit at the offset where the previous one ended.
+//! A delivery elsewhere (the ephemeral channel was re-created by a reconnect and started at
+//! the server's choice) restarts the reading channel at the expected offset. If the restarted
+//! channel's first message is again further on, the server holds nothing in between (retention
+//! removed it): that is accepted with a warning, as any consumer would find it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
+use msgstream::msg::SharedStr;
+use msgstream::{Error, Result};
+
+use super::client::Shared;
+use super::{decode, map_err, Position, BACKEND};
+use crate::codec::ConsumeOffset;
+use crate::consumer::{Consumer as NsqPush, SubscribeMode};
+use crate::message::Message as NsqMessage;
+
+/// The commit point: what acks move, shared by the consumer and its ackers.
+struct CommitPoint {
+    shared: Arc<Shared>,
+    topic: String,
+    subscription: String,
+    /// The subscription channel's offset as last set (acks never move it back).
+    committed: tokio::sync::Mutex<u64>,
+    epoch: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl CommitPoint {
+    async fn ack(&self, message: &Message) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("nsq consumer"));
+        }
+        if message.delivery.epoch != self.epoch.load(Ordering::Acquire) {
+            return Err(Error::StaleDelivery(format!(
+                "message {:?} was delivered before a seek",
+                message.id
+            )));
+        }
+        let position = Position::parse(&message.id)?;
+        let next = position.offset + u64::from(position.raw_size);
+        let mut committed = self.committed.lock().await;
+        if next <= *committed {
+            return Ok(());
+        }
+        self.move_to(next).await?;
+        *committed = next;
+        Ok(())
+    }
+
+    async fn move_to(&self, offset: u64) -> Result<()> {
+        self.shared
+            .admin
+            .set_offset(
+                &self.topic,
+                &self.subscription,
+                ConsumeOffset::VirtualQueue(offset),
+            )
+            .await
+    }
+}
+
+struct CommitAcker(Arc<CommitPoint>);
+
+#[async_trait]
+impl Acker for CommitAcker {
+    async fn ack(&self, message: &Message) -> Result<()> {
+        self.0.ack(message).await
+    }
+}
+
+/// A name no other ordered reading channel of this process uses.
+fn reading_channel() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "ordered-{}-{}#ephemeral",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A consumer of one subscription, in strict offset order.
+pub(crate) struct OrderedConsumer {
+    shared: Arc<Shared>,
+    topic_name: SharedStr,
+    partition: u32,
+    reading: Option<NsqPush>,
+    /// Offset of the next message to hand over.
+    next: u64,
+    /// `next` as the reading channel's dials see it: a reconnect re-creates the ephemeral
+    /// channel there.
+    resume: Arc<AtomicU64>,
+    /// Set when the reading channel was restarted at `next` because of an unexpected offset.
+    restarted: bool,
+    commit: Arc<CommitPoint>,
+}
+
+impl OrderedConsumer {
+    /// Starts at `start` (the subscription's own position, or the initial position of a new
+    /// one), which the subscription channel is first set to, so it exists and a restart finds
+    /// the same point.
+    pub(crate) async fn start(
+        shared: Arc<Shared>,
+        options: &ConsumerOptions,
+        start: Option<ConsumeOffset>,
+    ) -> Result<OrderedConsumer> {
+        let admin = &shared.admin;
+        let (topic, subscription) = (&options.topic, &options.subscription);
+        let next = match start {
+            Some(ConsumeOffset::VirtualQueue(offset)) => offset,
+            other => {
+                if let Some(offset) = other {
+                    admin.set_offset(topic, subscription, offset).await?;
+                }
+                admin
+                    .confirmed_offset(topic, subscription)
+                    .await?
+                    .ok_or_else(|| {
+                        Error::backend(
+                            BACKEND,
+                            format!(
+                                "nsqd reports no confirmed offset (depth_size) of {topic}/{subscription}: an ordered subscription needs it"
+                            ),
+                        )
+                    })?
+            }
+        };
+        admin
+            .set_offset(topic, subscription, ConsumeOffset::VirtualQueue(next))
+            .await?;
+        let commit = Arc::new(CommitPoint {
+            shared: shared.clone(),
+            topic: topic.clone(),
+            subscription: subscription.clone(),
+            committed: tokio::sync::Mutex::new(next),
+            epoch: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        });
+        let mut consumer = OrderedConsumer {
+            partition: shared.partition().unwrap_or(0),
+            shared,
+            topic_name: SharedStr::interned(topic),
+            reading: None,
+            next,
+            resume: Arc::new(AtomicU64::new(next)),
+            restarted: false,
+            commit,
+        };
+        consumer.read_from(next).await?;
+        Ok(consumer)
+    }
+
+    /// (Re)starts the reading channel at `offset`: a new ephemeral channel, so nothing of the
+    /// old one can leak into it.
+    async fn read_from(&mut self, offset: u64) -> Result<()> {
+        self.stop_reading().await;
+        self.next = offset;
+        self.resume.store(offset, Ordering::Release);
+        let mut config = self
+            .shared
+            .consumer_config(&self.commit.topic, &reading_channel(), None);
+        config.mode = SubscribeMode::Ordered;
+        config.resume_at = Some(self.resume.clone());
+        self.reading = Some(NsqPush::connect(config).await.map_err(map_err)?);
+        Ok(())
+    }
+
+    async fn stop_reading(&mut self) {
+        if let Some(reading) = self.reading.take() {
+            reading.stop().await;
+        }
+    }
+
+    /// Checks a delivery's place: `Ok(Some)` to hand it over, `Ok(None)` when the reading
+    /// channel was restarted instead.
+    async fn place(&mut self, nsq: &NsqMessage) -> Result<Option<(u64, u32)>> {
+        let (offset, raw_size) = nsq.position().ok_or_else(|| {
+            Error::backend(
+                BACKEND,
+                "a delivery without an offset on a SUB_ORDERED channel",
+            )
+        })?;
+        if offset != self.next {
+            if !self.restarted {
+                tracing::debug!(
+                    topic = %self.commit.topic,
+                    expected = self.next,
+                    offset,
+                    "an ordered delivery out of place; restarting the reading channel"
+                );
+                self.restarted = true;
+                self.read_from(self.next).await?;
+                return Ok(None);
+            }
+            if offset < self.next {
+                return Err(Error::backend(
+                    BACKEND,
+                    format!(
+                        "nsqd delivered offset {offset} to a channel just set to {}",
+                        self.next
+                    ),
+                ));
+            }
+            tracing::warn!(
+                topic = %self.commit.topic,
+                subscription = %self.commit.subscription,
+                from = self.next,
+                to = offset,
+                "the partition holds nothing between these offsets (retention): continuing"
+            );
+        }
+        self.restarted = false;
+        self.next = offset + u64::from(raw_size);
+        self.resume.store(self.next, Ordering::Release);
+        Ok(Some((offset, raw_size)))
+    }
+
+    fn to_message(&self, nsq: &NsqMessage, offset: u64, raw_size: u32) -> Result<Message> {
+        let (_, payload, properties) = decode(nsq.body())?;
+        Ok(Message {
+            topic: self.topic_name.clone(),
+            id: Position {
+                partition: self.partition,
+                offset,
+                raw_size,
+            }
+            .id(),
+            payload,
+            properties,
+            delivery: Delivery {
+                epoch: self.commit.epoch.load(Ordering::Acquire),
+            },
+        })
+    }
+}
+
+#[async_trait]
+impl Consumer for OrderedConsumer {
+    fn topic(&self) -> &str {
+        &self.commit.topic
+    }
+
+    fn subscription(&self) -> &str {
+        &self.commit.subscription
+    }
+
+    async fn recv(&mut self) -> Result<Option<Message>> {
+        loop {
+            if self.commit.closed.load(Ordering::Acquire) || self.shared.check_open().is_err() {
+                return Ok(None);
+            }
+            let Some(reading) = self.reading.as_ref() else {
+                return Ok(None);
+            };
+            let Some(nsq) = reading.recv().await else {
+                return Ok(None);
+            };
+            if let Some((offset, raw_size)) = self.place(&nsq).await? {
+                // The ordered channel sends nothing more until this FIN; the commit point, not
+                // the FIN, is what a restart resumes from.
+                if let Err(e) = nsq.finish().await {
+                    tracing::debug!("ordered FIN: {e}");
+                }
+                // An undecodable body is reported in its place; the next recv goes on after it.
+                return self.to_message(&nsq, offset, raw_size).map(Some);
+            }
+        }
+    }
+
+    /// One message at a time: the ordered channel has never more than one in flight.
+    async fn recv_batch(&mut self, max: usize) -> Result<Vec<Message>> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.recv().await?.into_iter().collect())
+    }
+
+    async fn ack(&self, message: &Message) -> Result<()> {
+        self.commit.ack(message).await
+    }
+
+    fn acker(&self) -> Arc<dyn Acker> {
+        Arc::new(CommitAcker(self.commit.clone()))
+    }
+
+    async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
+        self.shared.check_open()?;
+        if self.commit.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("nsq consumer"));
+        }
+        let position = Position::parse(id)?;
+        if position.partition != self.partition && position.offset > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "id {id:?} is of partition {}, this channel lives in {}",
+                position.partition, self.partition
+            )));
+        }
+        let offset = if inclusive {
+            position.offset
+        } else {
+            position.offset + u64::from(position.raw_size)
+        };
+        self.shared
+            .admin
+            .check_start(&self.commit.topic, id, offset, inclusive)
+            .await?;
+        {
+            let mut committed = self.commit.committed.lock().await;
+            self.commit.move_to(offset).await?;
+            *committed = offset;
+        }
+        self.commit.epoch.fetch_add(1, Ordering::AcqRel);
+        self.restarted = false;
+        self.read_from(offset).await
+    }
+
+    async fn latest_message_id(&self) -> Result<Option<MessageId>> {
+        super::consumer::latest_message_id(&self.shared, &self.commit.topic).await
+    }
+
+    async fn close(&mut self) {
+        if self.commit.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.stop_reading().await;
+        self.shared
+            .release(&self.commit.topic, &self.commit.subscription);
+    }
+}
+
+impl Drop for OrderedConsumer {
+    fn drop(&mut self) {
+        if self.commit.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.shared
+            .release(&self.commit.topic, &self.commit.subscription);
+        if let Some(reading) = self.reading.take() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { reading.stop().await });
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Consumers that ask for order (`ConsumerOptions::in_order`, as the timetick stream does) with
+//! partitions: read through an ordered channel (`SUB_ORDERED`), which sends the next message
+//! only after a FIN, while acks move the subscription's own channel, so a restart from the
+//! subscription is at-least-once. The timetick stream over them (packs, replay, a SIGKILLed
+//! consumer restarted from its subscription) runs in the workspace's conformance suite.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use msgstream::mq::{Client, Consumer, ConsumerOptions, Message, MessageId, ProducerMessage};
+use msgstream_nsq::{ConsumerConfig, Extensions, NsqClient, NsqConfig, SubscribeMode};
+
+fn config(tcp: String, http: String) -> NsqConfig {
+    NsqConfig {
+        nsqd: vec![tcp],
+        nsqd_http: vec![http],
+        extensions: Extensions::Partitions,
+        ..NsqConfig::default()
+    }
+}
+
+async fn recv(consumer: &mut Box<dyn Consumer>) -> Message {
+    common::within("a message", consumer.recv())
+        .await
+        .expect("recv")
+        .expect("open")
+}
+
+async fn publish(client: &NsqClient, topic: &str, from: usize, count: usize) -> Vec<MessageId> {
+    let producer = client.create_producer(topic).await.expect("producer");
+    producer
+        .send_batch(
+            (from..from + count)
+                .map(|i| ProducerMessage::new(format!("m{i}")))
+                .collect(),
+        )
+        .await
+        .expect("publish")
+}
+
+async fn lag(client: &NsqClient, topic: &str, subscription: &str) -> Option<u64> {
+    client
+        .list_subscriptions(topic)
+        .await
+        .expect("list")
+        .into_iter()
+        .find(|s| s.name == subscription)
+        .and_then(|s| s.lag)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_reads_need_no_ack_and_acks_move_the_subscription() {
+    let server = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let client = NsqClient::connect(config(
+        server.tcp_addr().to_string(),
+        server.http_addr().to_string(),
+    ))
+    .await
+    .expect("client");
+    let topic = common::topic("ordered");
+    let options = ConsumerOptions::new(&topic, "tt").in_order();
+    let mut consumer = client.subscribe(options.clone()).await.expect("subscribe");
+    let ids = publish(&client, &topic, 0, 5).await;
+    // An ordered channel sends the next message only after a FIN: five in a row, none acked.
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        got.push(recv(&mut consumer).await);
+    }
+    assert_eq!(got.iter().map(|m| m.id.clone()).collect::<Vec<_>>(), ids);
+
+    // The reading channel is an ordered one: nsqd refuses it to an unordered subscriber.
+    let stats = common::stats_at(server.http_addr()).await;
+    let reading = common::topic_entries(&stats, &topic, Some(0))
+        .into_iter()
+        .flat_map(|t| t["channels"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["channel_name"].as_str().map(str::to_string))
+        .find(|name| name.starts_with("ordered-"))
+        .expect("the reading channel is listed");
+    let mut advanced = ConsumerConfig::new(topic.clone(), reading);
+    advanced.nsqd = vec![server.tcp_addr().to_string()];
+    advanced.partition = Some(0);
+    advanced.mode = SubscribeMode::Advanced;
+    advanced.conn = common::conn_config();
+    let refused = msgstream_nsq::Consumer::connect(advanced).await;
+    let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(error.contains("E_SUB_ORDER_IS_MUST"), "{error:?}");
+
+    // Nothing was committed by reading; an ack commits through that message.
+    assert_eq!(lag(&client, &topic, "tt").await, Some(5));
+    consumer.ack(&got[1]).await.expect("ack");
+    assert_eq!(lag(&client, &topic, "tt").await, Some(3));
+    consumer.ack(&got[0]).await.expect("an older ack");
+    assert_eq!(
+        lag(&client, &topic, "tt").await,
+        Some(3),
+        "never moves back"
+    );
+
+    // Dropped without a word (as a killed process): the next consumer starts after the ack,
+    // ordered or not.
+    drop(consumer);
+    let mut again = common::within("the subscription freed", async {
+        loop {
+            match client.subscribe(options.clone()).await {
+                Ok(consumer) => break consumer,
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(recv(&mut again).await.id, ids[2]);
+    again.close().await;
+    let mut plain = client
+        .subscribe(ConsumerOptions::new(&topic, "tt"))
+        .await
+        .expect("plain");
+    assert_eq!(recv(&mut plain).await.id, ids[2]);
+    plain.close().await;
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixture_ordered_reading_resumes_in_place_after_dropped_connections() {
+    let server = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let client = NsqClient::connect(config(
+        server.tcp_addr().to_string(),
+        server.http_addr().to_string(),
+    ))
+    .await
+    .expect("client");
+    let topic = common::topic("ordered-drop");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "tt").in_order())
+        .await
+        .expect("subscribe");
+    let mut ids = publish(&client, &topic, 0, 6).await;
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(recv(&mut consumer).await.id);
+    }
+    server.drop_connections();
+    ids.extend(publish(&client, &topic, 6, 6).await);
+    for _ in 3..12 {
+        got.push(recv(&mut consumer).await.id);
+    }
+    assert_eq!(got, ids, "every message once, in order, across the drop");
+    consumer.close().await;
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeking_an_ordered_consumer_moves_its_subscription() {
+    let server = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let client = Arc::new(
+        NsqClient::connect(config(
+            server.tcp_addr().to_string(),
+            server.http_addr().to_string(),
+        ))
+        .await
+        .expect("client"),
+    );
+    let topic = common::topic("ordered-seek");
+    let ids = publish(&client, &topic, 0, 4).await;
+    let options = ConsumerOptions::new(&topic, "tt").in_order();
+    let mut consumer = client.subscribe(options.clone()).await.expect("subscribe");
+    let first = recv(&mut consumer).await;
+    assert_eq!(first.id, ids[0]);
+    consumer.seek(&ids[2], true).await.expect("seek");
+    assert!(
+        matches!(
+            consumer.ack(&first).await,
+            Err(msgstream::Error::StaleDelivery(_))
+        ),
+        "a delivery from before the seek"
+    );
+    assert_eq!(recv(&mut consumer).await.id, ids[2]);
+    consumer.close().await;
+    let mut again = client.subscribe(options).await.expect("again");
+    assert_eq!(recv(&mut again).await.id, ids[2], "the seek was stored");
+    again.close().await;
+    client.close().await;
+}
