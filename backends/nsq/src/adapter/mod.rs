@@ -21,6 +21,10 @@
 //! raw size is the end minus that offset, re-read until no publish raced the calls. The result
 //! is exactly the id a consumer receives for that message.
 //!
+//! **Ordered consumers** (`ConsumerOptions::ordered`, partitions and `nsqd_http`): read through
+//! the fork's ordered channels, FIN on receipt, commit point in the subscription's channel
+//! (see `ordered`).
+//!
 //! **Exclusive subscriptions** are enforced per client: NSQ shares a channel's messages among
 //! all its consumers, and cannot tell two processes apart.
 
