@@ -433,6 +433,32 @@ impl Admin {
         ))
     }
 
+    /// Where a seek or reader start at `id` begins reading in `partition` of `topic`: the
+    /// message's offset (`inclusive`) or the offset after it, checked by [`Admin::check_start`].
+    /// An id of another partition is refused (the earliest id, offset 0, fits every one).
+    pub(crate) async fn start_offset(
+        &self,
+        topic: &str,
+        partition: u32,
+        id: &msgstream::mq::MessageId,
+        inclusive: bool,
+    ) -> Result<u64> {
+        let position = Position::parse(id)?;
+        if position.partition != partition && position.offset > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "id {id:?} is of partition {}, this channel lives in {partition}",
+                position.partition
+            )));
+        }
+        let offset = if inclusive {
+            position.offset
+        } else {
+            position.offset + u64::from(position.raw_size)
+        };
+        self.check_start(topic, id, offset, inclusive).await?;
+        Ok(offset)
+    }
+
     /// Refuses a seek or reader start beyond what the configured partition of `topic` holds,
     /// as every backend does (`Error::PastEnd`): nsqd would otherwise park the subscription at
     /// an offset it has not written yet, and hand it nothing until the partition grew past

@@ -372,21 +372,10 @@ impl Consumer for NsqConsumer {
                 what: "seek (needs extensions = partitions and nsqd_http)",
             });
         };
-        let position = Position::parse(id)?;
-        if position.partition != partition && position.offset > 0 {
-            return Err(Error::InvalidArgument(format!(
-                "id {id:?} is of partition {}, this channel lives in {partition}",
-                position.partition
-            )));
-        }
-        let offset = if inclusive {
-            position.offset
-        } else {
-            position.offset + u64::from(position.raw_size)
-        };
-        self.shared
+        let offset = self
+            .shared
             .admin
-            .check_start(&self.topic, id, offset, inclusive)
+            .start_offset(&self.topic, partition, id, inclusive)
             .await?;
         self.shut().await;
         self.shared

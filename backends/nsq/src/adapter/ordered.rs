@@ -305,21 +305,10 @@ impl Consumer for OrderedConsumer {
         if self.commit.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("nsq consumer"));
         }
-        let position = Position::parse(id)?;
-        if position.partition != self.partition && position.offset > 0 {
-            return Err(Error::InvalidArgument(format!(
-                "id {id:?} is of partition {}, this channel lives in {}",
-                position.partition, self.partition
-            )));
-        }
-        let offset = if inclusive {
-            position.offset
-        } else {
-            position.offset + u64::from(position.raw_size)
-        };
-        self.shared
+        let offset = self
+            .shared
             .admin
-            .check_start(&self.commit.topic, id, offset, inclusive)
+            .start_offset(&self.commit.topic, self.partition, id, inclusive)
             .await?;
         {
             let mut committed = self.commit.committed.lock().await;

@@ -75,21 +75,10 @@ impl NsqReader {
     }
 
     async fn start_at(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
-        let position = Position::parse(id)?;
-        if position.partition != self.partition && position.offset > 0 {
-            return Err(Error::InvalidArgument(format!(
-                "id {id:?} is of partition {}, this channel lives in {}",
-                position.partition, self.partition
-            )));
-        }
-        let offset = if inclusive {
-            position.offset
-        } else {
-            position.offset + u64::from(position.raw_size)
-        };
-        self.shared
+        let offset = self
+            .shared
             .admin
-            .check_start(&self.topic, id, offset, inclusive)
+            .start_offset(&self.topic, self.partition, id, inclusive)
             .await?;
         self.stop().await;
         self.channel = channel_name();
