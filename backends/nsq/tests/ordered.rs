@@ -87,7 +87,16 @@ async fn ordered_reads_need_no_ack_and_acks_move_the_subscription() {
     let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(error.contains("E_SUB_ORDER_IS_MUST"), "{error:?}");
 
-    // Nothing was committed by reading; an ack commits through that message.
+    // Nothing was committed by reading; an ack commits through that message. The reading
+    // channel is no subscription.
+    let listed: Vec<String> = client
+        .list_subscriptions(&topic)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(listed, ["tt"]);
     assert_eq!(lag(&client, &topic, "tt").await, Some(5));
     consumer.ack(&got[1]).await.expect("ack");
     assert_eq!(lag(&client, &topic, "tt").await, Some(3));

@@ -366,8 +366,11 @@ impl Client for NsqClient {
                 .ok_or_else(|| Error::UnknownChannel {
                     channel: topic.to_string(),
                 })?;
+        // Ephemeral channels are readers' and ordered consumers' reading channels, not
+        // subscriptions (subscription names cannot hold a '#').
         Ok(channels
             .into_iter()
+            .filter(|c| !c.name.ends_with("#ephemeral"))
             .map(|c| SubscriptionInfo {
                 name: c.name,
                 lag: Some(c.backlog),

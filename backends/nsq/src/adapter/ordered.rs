@@ -86,6 +86,32 @@ impl Acker for CommitAcker {
     }
 }
 
+/// What to do with a delivery at `offset` when the message at `next` is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Hand it over.
+    InPlace,
+    /// Restart the reading channel at `next` (a reconnect started it elsewhere).
+    Restart,
+    /// Just restarted at `next` and the server's first message is further on: nothing is
+    /// stored in between (retention), so hand it over.
+    Gap,
+    /// Just restarted at `next` and the server went back: an error.
+    Behind,
+}
+
+fn placement(next: u64, offset: u64, restarted: bool) -> Placement {
+    if offset == next {
+        Placement::InPlace
+    } else if !restarted {
+        Placement::Restart
+    } else if offset > next {
+        Placement::Gap
+    } else {
+        Placement::Behind
+    }
+}
+
 /// A name no other ordered reading channel of this process uses.
 fn reading_channel() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -197,8 +223,9 @@ impl OrderedConsumer {
                 "a delivery without an offset on a SUB_ORDERED channel",
             )
         })?;
-        if offset != self.next {
-            if !self.restarted {
+        match placement(self.next, offset, self.restarted) {
+            Placement::InPlace => {}
+            Placement::Restart => {
                 tracing::debug!(
                     topic = %self.commit.topic,
                     expected = self.next,
@@ -209,7 +236,16 @@ impl OrderedConsumer {
                 self.read_from(self.next).await?;
                 return Ok(None);
             }
-            if offset < self.next {
+            Placement::Gap => tracing::warn!(
+                topic = %self.commit.topic,
+                subscription = %self.commit.subscription,
+                from = self.next,
+                to = offset,
+                "the partition holds nothing between these offsets (retention): continuing"
+            ),
+            Placement::Behind => {
+                // The next delivery tries a restart again.
+                self.restarted = false;
                 return Err(Error::backend(
                     BACKEND,
                     format!(
@@ -218,13 +254,6 @@ impl OrderedConsumer {
                     ),
                 ));
             }
-            tracing::warn!(
-                topic = %self.commit.topic,
-                subscription = %self.commit.subscription,
-                from = self.next,
-                to = offset,
-                "the partition holds nothing between these offsets (retention): continuing"
-            );
         }
         self.restarted = false;
         self.next = offset + u64::from(raw_size);
@@ -346,5 +375,22 @@ impl Drop for OrderedConsumer {
                 runtime.spawn(async move { reading.stop().await });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deliveries_out_of_place_restart_once_then_count_as_a_gap_or_an_error() {
+        assert_eq!(placement(70, 70, false), Placement::InPlace);
+        assert_eq!(placement(70, 70, true), Placement::InPlace);
+        // A re-created channel that started at the end, or at the beginning.
+        assert_eq!(placement(70, 140, false), Placement::Restart);
+        assert_eq!(placement(70, 0, false), Placement::Restart);
+        // Restarted at 70: the first message is further on only if nothing lies between.
+        assert_eq!(placement(70, 140, true), Placement::Gap);
+        assert_eq!(placement(70, 35, true), Placement::Behind);
     }
 }
