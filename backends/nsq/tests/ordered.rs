@@ -9,7 +9,13 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use msgstream::mq::{Client, Consumer, ConsumerOptions, Message, MessageId, ProducerMessage};
+use msgstream::mq::{
+    Client, Consumer, ConsumerOptions, InitialPosition, Message, MessageId, ProducerMessage,
+};
+use msgstream::msg::{MsgPack, TsMsg};
+use msgstream::stream::StreamOptions;
+use msgstream::testkit::insert;
+use msgstream::tt::TtMsgStream;
 use msgstream_nsq::{ConsumerConfig, Extensions, NsqClient, NsqConfig, SubscribeMode};
 
 fn config(tcp: String, http: String) -> NsqConfig {
@@ -190,4 +196,60 @@ async fn seeking_an_ordered_consumer_moves_its_subscription() {
     assert_eq!(recv(&mut again).await.id, ids[2], "the seek was stored");
     again.close().await;
     client.close().await;
+}
+
+/// The names of `topic`'s ordered reading channels nsqd lists now.
+async fn reading_channels(server: &common::Server, topic: &str) -> Vec<String> {
+    let stats = common::stats_at(server.http_addr()).await;
+    common::topic_entries(&stats, topic, Some(0))
+        .into_iter()
+        .flat_map(|t| t["channels"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["channel_name"].as_str().map(str::to_string))
+        .filter(|name| name.starts_with("ordered-"))
+        .collect()
+}
+
+/// The timetick stream asks for order: each of its channels is read through an ordered
+/// channel, and a pack with several messages of one channel completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tt_stream_reads_through_ordered_channels() {
+    let server = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let client: Arc<dyn Client> = Arc::new(
+        NsqClient::connect(config(
+            server.tcp_addr().to_string(),
+            server.http_addr().to_string(),
+        ))
+        .await
+        .expect("client"),
+    );
+    let topics = [common::topic("tt-ord-a"), common::topic("tt-ord-b")];
+    let channels: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let mut out = TtMsgStream::new(client.clone(), StreamOptions::default());
+    out.as_producer(&channels).await.expect("producer");
+    let on = |key: u32, msgs: Vec<TsMsg>| MsgPack {
+        msgs: msgs
+            .into_iter()
+            .map(|m| m.with_hash_keys(vec![key]))
+            .collect(),
+        ..MsgPack::default()
+    };
+    for key in 0..2 {
+        let msgs = vec![insert(1, 1, 0), insert(2, 2, 0), TsMsg::time_tick(5)];
+        out.produce(&on(key, msgs)).await.expect("produce");
+    }
+    let mut stream = TtMsgStream::new(client.clone(), StreamOptions::default());
+    stream
+        .as_consumer(&channels, "tt", InitialPosition::Earliest)
+        .await
+        .expect("as_consumer");
+    let pack = common::within("the pack", stream.next_pack())
+        .await
+        .expect("open")
+        .expect("pack");
+    assert_eq!(pack.msgs.len(), 4, "two messages of each channel");
+    for topic in &topics {
+        assert_eq!(reading_channels(&server, topic).await.len(), 1, "{topic}");
+    }
+    stream.close().await;
+    out.close().await;
 }
