@@ -38,7 +38,8 @@ mod reader;
 pub use client::NsqClient;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use msgstream::mq::{MessageId, Properties};
+use msgstream::mq::{Delivery, Message, MessageId, Properties};
+use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 /// Backend name in errors and configs.
@@ -93,6 +94,35 @@ pub(crate) fn decode(body: &Bytes) -> Result<(u64, Bytes, Properties)> {
     }
     let payload = body.slice(body.len() - rest.len()..);
     Ok((id, payload, properties))
+}
+
+/// The message of a delivery carrying its place (`SUB_ADVANCED`, `SUB_ORDERED`): id
+/// `(partition, offset, raw_size)`, payload and properties from the envelope.
+pub(crate) fn positioned_message(
+    topic: &SharedStr,
+    partition: u32,
+    nsq: &crate::message::Message,
+    delivery: Delivery,
+) -> Result<Message> {
+    let (offset, raw_size) = nsq.position().ok_or_else(|| {
+        Error::backend(
+            BACKEND,
+            "a delivery without an offset on a SUB_ADVANCED or SUB_ORDERED channel",
+        )
+    })?;
+    let (_, payload, properties) = decode(nsq.body())?;
+    Ok(Message {
+        topic: topic.clone(),
+        id: Position {
+            partition,
+            offset,
+            raw_size,
+        }
+        .id(),
+        payload,
+        properties,
+        delivery,
+    })
 }
 
 fn take<'a>(rest: &mut &'a [u8], width: usize) -> Option<&'a [u8]> {

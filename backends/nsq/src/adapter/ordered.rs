@@ -27,7 +27,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{decode, map_err, Position, BACKEND};
+use super::{map_err, positioned_message, Position, BACKEND};
 use crate::codec::ConsumeOffset;
 use crate::consumer::{Consumer as NsqPush, SubscribeMode};
 use crate::message::Message as NsqMessage;
@@ -214,9 +214,9 @@ impl OrderedConsumer {
         }
     }
 
-    /// Checks a delivery's place: `Ok(Some)` to hand it over, `Ok(None)` when the reading
+    /// Checks a delivery's place: `Ok(true)` to hand it over, `Ok(false)` when the reading
     /// channel was restarted instead.
-    async fn place(&mut self, nsq: &NsqMessage) -> Result<Option<(u64, u32)>> {
+    async fn place(&mut self, nsq: &NsqMessage) -> Result<bool> {
         let (offset, raw_size) = nsq.position().ok_or_else(|| {
             Error::backend(
                 BACKEND,
@@ -234,7 +234,7 @@ impl OrderedConsumer {
                 );
                 self.restarted = true;
                 self.read_from(self.next).await?;
-                return Ok(None);
+                return Ok(false);
             }
             Placement::Gap => tracing::warn!(
                 topic = %self.commit.topic,
@@ -258,25 +258,14 @@ impl OrderedConsumer {
         self.restarted = false;
         self.next = offset + u64::from(raw_size);
         self.resume.store(self.next, Ordering::Release);
-        Ok(Some((offset, raw_size)))
+        Ok(true)
     }
 
-    fn to_message(&self, nsq: &NsqMessage, offset: u64, raw_size: u32) -> Result<Message> {
-        let (_, payload, properties) = decode(nsq.body())?;
-        Ok(Message {
-            topic: self.topic_name.clone(),
-            id: Position {
-                partition: self.partition,
-                offset,
-                raw_size,
-            }
-            .id(),
-            payload,
-            properties,
-            delivery: Delivery {
-                epoch: self.commit.epoch.load(Ordering::Acquire),
-            },
-        })
+    fn to_message(&self, nsq: &NsqMessage) -> Result<Message> {
+        let delivery = Delivery {
+            epoch: self.commit.epoch.load(Ordering::Acquire),
+        };
+        positioned_message(&self.topic_name, self.partition, nsq, delivery)
     }
 }
 
@@ -301,14 +290,14 @@ impl Consumer for OrderedConsumer {
             let Some(nsq) = reading.recv().await else {
                 return Ok(None);
             };
-            if let Some((offset, raw_size)) = self.place(&nsq).await? {
+            if self.place(&nsq).await? {
                 // The ordered channel sends nothing more until this FIN; the commit point, not
                 // the FIN, is what a restart resumes from.
                 if let Err(e) = nsq.finish().await {
                     tracing::debug!("ordered FIN: {e}");
                 }
                 // An undecodable body is reported in its place; the next recv goes on after it.
-                return self.to_message(&nsq, offset, raw_size).map(Some);
+                return self.to_message(&nsq).map(Some);
             }
         }
     }

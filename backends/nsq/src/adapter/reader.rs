@@ -22,7 +22,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{decode, map_err, Position, BACKEND};
+use super::{map_err, positioned_message};
 use crate::codec::ConsumeOffset;
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
@@ -134,25 +134,7 @@ impl Reader for NsqReader {
         if let Err(e) = nsq.finish().await {
             tracing::debug!("reader FIN: {e}");
         }
-        let (_, payload, properties) = decode(nsq.body())?;
-        let (offset, raw_size) = nsq.position().ok_or_else(|| {
-            Error::backend(
-                BACKEND,
-                "a delivery without an offset on a SUB_ADVANCED channel",
-            )
-        })?;
-        Ok(Message {
-            topic: self.topic_name.clone(),
-            id: Position {
-                partition: self.partition,
-                offset,
-                raw_size,
-            }
-            .id(),
-            payload,
-            properties,
-            delivery: Delivery::default(),
-        })
+        positioned_message(&self.topic_name, self.partition, &nsq, Delivery::default())
     }
 
     async fn has_next(&mut self) -> Result<bool> {
