@@ -32,6 +32,8 @@
 //! requeue_delay_ms = 1000
 //! extensions = "none"            # none (upstream nsqd) | partitions (offsets, seek)
 //! partition = 0
+//! spool_dir = "./data/nsq-spool" # FINed, unacked messages of one-in-flight consumers
+//! spool_sync = "buffered"        # buffered | sync_data
 //! ```
 //!
 //! **Environment overrides**: `MSGSTREAM_BACKEND=memory` sets `backend`;
@@ -51,7 +53,7 @@ use crate::{Error, Result};
 
 mod brokers;
 mod env;
-pub use brokers::{NsqExtensions, NsqSection, RocketmqSection};
+pub use brokers::{NsqExtensions, NsqSection, NsqSpoolSync, RocketmqSection};
 use env::{environment, setting_path};
 
 /// Which backend the factory wires.

@@ -124,7 +124,7 @@ async fn open_rocketmq(_config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(feature = "nsq")]
 async fn open_nsq(config: &Config) -> Result<Arc<dyn Client>> {
-    use crate::config::NsqExtensions;
+    use crate::config::{NsqExtensions, NsqSpoolSync};
     let section = &config.nsq;
     let options = msgstream_nsq::NsqConfig {
         nsqd: section.nsqd.clone(),
@@ -138,6 +138,11 @@ async fn open_nsq(config: &Config) -> Result<Arc<dyn Client>> {
             NsqExtensions::Partitions => msgstream_nsq::Extensions::Partitions,
         },
         partition: section.partition,
+        spool_dir: section.spool_dir.clone(),
+        spool_sync: match section.spool_sync {
+            NsqSpoolSync::Buffered => msgstream_nsq::SpoolSync::Buffered,
+            NsqSpoolSync::SyncData => msgstream_nsq::SpoolSync::SyncData,
+        },
     };
     Ok(Arc::new(msgstream_nsq::NsqClient::connect(options).await?))
 }

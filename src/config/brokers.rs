@@ -4,6 +4,8 @@
 //! a config file stays valid across builds; the factory maps them onto each backend's own
 //! config type.
 
+use std::path::PathBuf;
+
 use serde::Deserialize;
 
 /// `[rocketmq]`: a RocketMQ cluster reached through its name servers.
@@ -49,6 +51,17 @@ pub enum NsqExtensions {
     Partitions,
 }
 
+/// What a message in an NSQ consumer's spool survives before it is FINed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NsqSpoolSync {
+    /// Written to the OS: survives the process dying, not a power loss.
+    #[default]
+    Buffered,
+    /// `fdatasync`ed before the FIN, once per message: survives a power loss.
+    SyncData,
+}
+
 /// `[nsq]`: NSQ-protocol servers.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -71,6 +84,12 @@ pub struct NsqSection {
     pub extensions: NsqExtensions,
     /// The partition channels live in (with `extensions = "partitions"`).
     pub partition: u32,
+    /// Where consumers that read one message in flight at a time (the timetick stream's, on
+    /// upstream nsqd or without `nsqd_http`) keep FINed messages until they are acked; a
+    /// restart replays them from here.
+    pub spool_dir: PathBuf,
+    /// What a spooled message survives before it is FINed.
+    pub spool_sync: NsqSpoolSync,
 }
 
 impl Default for NsqSection {
@@ -84,6 +103,8 @@ impl Default for NsqSection {
             requeue_delay_ms: 1000,
             extensions: NsqExtensions::None,
             partition: 0,
+            spool_dir: PathBuf::from("./data/nsq-spool"),
+            spool_sync: NsqSpoolSync::Buffered,
         }
     }
 }

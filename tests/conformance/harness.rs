@@ -193,7 +193,9 @@ async fn nsq(partitions: bool) -> Harness {
     } else {
         NsqExtensions::None
     };
-    from_config(config, server).await
+    let spool = tempfile::tempdir().expect("tempdir");
+    config.nsq.spool_dir = spool.path().to_path_buf();
+    from_config(config, (server, spool)).await
 }
 
 #[cfg(feature = "nsq")]

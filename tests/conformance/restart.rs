@@ -3,8 +3,8 @@
 //! every pack it had not finished, and nothing of the packs before.
 //!
 //! The consumer is this test binary re-executed with `MSGSTREAM_RESTART_CHILD` naming a config
-//! file; it prints `PACK <end_ts> <rows>` for each pack it is handed, then asks for the next one
-//! (which commits the one before). The parent reads those lines, kills the child after a random
+//! file; it prints `PACK <end_ts> <rows>` for each pack it is handed, then, once the parent
+//! writes a line to its stdin, asks for the next one (which commits the one before). The parent reads those lines, kills the child after a random
 //! number of packs, and restarts it; the seed is printed so a failure can be replayed with
 //! `MSGSTREAM_RESTART_SEED`.
 
@@ -79,12 +79,18 @@ async fn restart_child() {
     while let Some(pack) = stream.next_pack().await {
         let pack = pack.expect("pack");
         let rows: Vec<String> = pack.msgs.iter().map(|m| row_id(m).to_string()).collect();
-        let mut out = stdout.lock();
-        writeln!(out, "PACK {} {}", pack.end_ts, rows.join(",")).expect("stdout");
-        out.flush().expect("flush");
+        {
+            let mut out = stdout.lock();
+            writeln!(out, "PACK {} {}", pack.end_ts, rows.join(",")).expect("stdout");
+            out.flush().expect("flush");
+        }
         if pack.end_ts >= PACKS * 10 {
             break;
         }
+        // The parent says when to ask for the next pack (which commits this one), so a kill
+        // lands with this pack handed over and not committed, whatever the machine's pace.
+        let mut go = String::new();
+        tokio::task::block_in_place(|| std::io::stdin().read_line(&mut go)).expect("stdin");
     }
     stream.close().await;
     writeln!(stdout.lock(), "END").expect("stdout");
@@ -97,12 +103,13 @@ fn random(state: &mut u64) -> u64 {
     *state
 }
 
-/// Runs the child on `config_file`; kills it once it printed `kill_after` packs (if given).
-/// Returns the packs it printed completely.
+/// Runs the child on `config_file`; kills it once it printed `kill_after` packs (if given),
+/// after `before_kill` returned. Returns the packs it printed completely.
 fn run_child(
     config_file: &std::path::Path,
     channels: &[&str],
     kill_after: Option<usize>,
+    before_kill: &dyn Fn(&[&str]),
 ) -> Vec<(u64, Vec<i64>)> {
     let exe = std::env::current_exe().expect("test binary");
     let mut child = Command::new(exe)
@@ -114,11 +121,31 @@ fn run_child(
         ])
         .env(CHILD_ENV, config_file)
         .env(CHANNELS_ENV, channels.join(","))
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn child");
     let stdout = child.stdout.take().expect("child stdout");
+    let mut stdin = child.stdin.take().expect("child stdin");
+    // A child that hands over no pack for a minute is stuck (a message lost, a pack that cannot
+    // complete): killed, so the test fails instead of hanging.
+    let (alive, watched) = std::sync::mpsc::channel::<()>();
+    let stuck = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let (pid, stuck) = (child.id().to_string(), stuck.clone());
+        std::thread::spawn(move || loop {
+            match watched.recv_timeout(std::time::Duration::from_secs(60)) {
+                Ok(()) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    stuck.store(true, std::sync::atomic::Ordering::Release);
+                    let _ = Command::new("kill").args(["-9", &pid]).status();
+                    return;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        })
+    };
     let mut packs = Vec::new();
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
@@ -137,11 +164,23 @@ fn run_child(
             continue;
         };
         packs.push((end, rows));
+        let _ = alive.send(());
         if Some(packs.len()) == kill_after {
+            before_kill(channels);
             child.kill().expect("SIGKILL");
+        } else {
+            // Next pack, please (the child may have ended: then nothing reads this).
+            let _ = writeln!(stdin, "go").and_then(|()| stdin.flush());
         }
     }
     let status = child.wait().expect("reap child");
+    drop(alive);
+    let _ = watchdog.join();
+    assert!(
+        !stuck.load(std::sync::atomic::Ordering::Acquire),
+        "the child handed over no pack for 60 s after {} packs",
+        packs.len()
+    );
     if kill_after.is_none() {
         assert!(status.success(), "the last run ends by itself: {status}");
     }
@@ -149,7 +188,8 @@ fn run_child(
 }
 
 /// The property, on one backend whose state outlives a process (given by its config file).
-async fn restart_from_subscription(config_text: &str) {
+/// `before_kill` runs before each SIGKILL, with the channel names.
+async fn restart_from_subscription(config_text: &str, before_kill: &dyn Fn(&[&str])) {
     let dir = tempfile::tempdir().expect("tempdir");
     let config_file = dir.path().join("msgstream.toml");
     std::fs::write(&config_file, config_text).expect("config file");
@@ -191,14 +231,14 @@ async fn restart_from_subscription(config_text: &str) {
     // from there on.
     let mut handed = 0usize;
     for round in 0..=ROUNDS {
-        // A child can run ahead of the parent's reading and finish before the kill lands; once
-        // every pack was handed over (and the last commit may or may not have happened) there
-        // is nothing left that a restart must deliver, so stop there.
+        // A child can reach the last pack before its kill number; once every pack was handed
+        // over (and the last commit may or may not have happened) there is nothing left that a
+        // restart must deliver, so stop there.
         if handed == expected.len() {
             break;
         }
         let kill_after = (round < ROUNDS).then(|| 1 + (random(&mut seed) % 6) as usize);
-        let packs = run_child(&config_file, &channels, kill_after);
+        let packs = run_child(&config_file, &channels, kill_after, before_kill);
         assert!(
             !packs.is_empty(),
             "round {round}: the child printed no pack"
@@ -245,9 +285,10 @@ async fn rocksmq_restart_from_subscription_after_sigkill() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db").display().to_string();
-    restart_from_subscription(&format!(
-        "backend = \"rocksmq\"\n[rocksmq]\npath = {db:?}\n"
-    ))
+    restart_from_subscription(
+        &format!("backend = \"rocksmq\"\n[rocksmq]\npath = {db:?}\n"),
+        &|_| {},
+    )
     .await;
 }
 
@@ -261,7 +302,9 @@ async fn rocketmq_restart_from_subscription_after_sigkill() {
     restart_from_subscription(
         &format!(
             "backend = \"rocketmq\"\n[rocketmq]\nname_servers = [{namesrv:?}]\npersist_interval_ms = 200\n"
-        ))
+        ),
+        &|_| {},
+    )
     .await;
 }
 
@@ -281,6 +324,72 @@ async fn nsq_partitions_restart_from_subscription_after_sigkill() {
         server.tcp_addr().to_string(),
         server.http_addr().to_string()
     );
-    restart_from_subscription(&config).await;
+    restart_from_subscription(&config, &|_| {}).await;
     drop(server);
+}
+
+/// Upstream nsqd: the tt stream reads each channel one message in flight and FINs each once it
+/// is in the subscription's spool, which keeps it until the ack; a restart hands over the
+/// spool's unacked messages first. Each kill lands once the child's pumps spooled everything
+/// (nothing in flight on nsqd): the one message a kill may catch in flight comes back only
+/// after its timeout, behind newer ones (README, *Delivery guarantees*), which no client of
+/// upstream nsqd can prevent.
+#[cfg(feature = "nsq")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nsq_upstream_restart_from_subscription_after_sigkill() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let server = crate::harness::nsq_server(false).await;
+    let spool = tempfile::tempdir().expect("tempdir");
+    let config = format!(
+        "backend = \"nsq\"\n[nsq]\nnsqd = [{:?}]\nnsqd_http = [{:?}]\nspool_dir = {:?}\n",
+        server.tcp_addr().to_string(),
+        server.http_addr().to_string(),
+        spool.path().display().to_string(),
+    );
+    let http = server.http_addr();
+    restart_from_subscription(&config, &|channels| {
+        for channel in channels {
+            wait_until_spooled(http, channel);
+        }
+    })
+    .await;
+    drop(server);
+}
+
+/// Polls nsqd's `/stats` until the subscription's channel of `topic` holds nothing queued or
+/// in flight.
+#[cfg(feature = "nsq")]
+fn wait_until_spooled(http: std::net::SocketAddr, topic: &str) {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut stream = std::net::TcpStream::connect(http).expect("nsqd http");
+        write!(
+            stream,
+            "GET /stats?format=json&topic={topic}&channel=restart HTTP/1.1\r\nHost: nsqd\r\nConnection: close\r\n\r\n"
+        )
+        .expect("request");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("response");
+        let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let stats: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        let stats = stats.get("data").unwrap_or(&stats);
+        let channel = stats["topics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["topic_name"] == topic)
+            .flat_map(|t| t["channels"].as_array().cloned().unwrap_or_default())
+            .find(|c| c["channel_name"] == "restart");
+        if channel.is_some_and(|c| c["depth"] == 0 && c["in_flight_count"] == 0) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{topic}/restart still holds messages on nsqd: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }

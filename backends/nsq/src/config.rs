@@ -1,6 +1,10 @@
 //! `[nsq]` configuration of the msgstream backend.
 
+use std::path::PathBuf;
+
 use serde::Deserialize;
+
+pub use crate::adapter::SpoolSync;
 
 /// Which server flavour the backend talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -42,6 +46,14 @@ pub struct NsqConfig {
     pub extensions: Extensions,
     /// The partition every channel lives in (`extensions = "partitions"`).
     pub partition: u32,
+    /// Where consumers that read one message in flight at a time keep the messages they FINed
+    /// but the application has not acked yet (the timetick stream's channels, where the server
+    /// has no ordered channel with a commit point: upstream nsqd, or partitions without
+    /// `nsqd_http`). A restart replays them first, so it must be the same directory from run
+    /// to run, and local to the consuming process.
+    pub spool_dir: PathBuf,
+    /// What a spooled message survives before it is FINed.
+    pub spool_sync: SpoolSync,
 }
 
 impl Default for NsqConfig {
@@ -55,6 +67,8 @@ impl Default for NsqConfig {
             requeue_delay_ms: 1000,
             extensions: Extensions::None,
             partition: 0,
+            spool_dir: PathBuf::from("./data/nsq-spool"),
+            spool_sync: SpoolSync::Buffered,
         }
     }
 }
@@ -66,11 +80,12 @@ mod tests {
     #[test]
     fn reads_the_nsq_section_and_names_unknown_keys() {
         let config: NsqConfig = serde_json::from_str(
-            r#"{"nsqd":["a:1"],"extensions":"partitions","partition":2,"max_in_flight":9}"#,
+            r#"{"nsqd":["a:1"],"extensions":"partitions","partition":2,"max_in_flight":9,"spool_sync":"sync_data"}"#,
         )
         .expect("config");
         assert_eq!(config.extensions, Extensions::Partitions);
         assert_eq!((config.partition, config.max_in_flight), (2, 9));
+        assert_eq!(config.spool_sync, SpoolSync::SyncData);
         assert_eq!(
             config.requeue_delay_ms,
             NsqConfig::default().requeue_delay_ms

@@ -29,7 +29,7 @@ mod requests;
 pub use adapter::{NsqClient, BACKEND};
 pub use backoff::{BackoffConfig, Strategy};
 pub use codec::ConsumeOffset;
-pub use config::{Extensions, NsqConfig};
+pub use config::{Extensions, NsqConfig, SpoolSync};
 pub use conn::{ConnConfig, Negotiated};
 pub use consumer::{Consumer, ConsumerConfig, FailedCallback, Stats, SubscribeMode};
 pub use error::{CodecError, Error, Result};

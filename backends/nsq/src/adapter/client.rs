@@ -16,6 +16,8 @@ use super::consumer::NsqConsumer;
 use super::ordered::OrderedConsumer;
 use super::producer::NsqProducer;
 use super::reader::NsqReader;
+use super::spool::Spool;
+use super::spooled::SpooledConsumer;
 use super::{map_err, Position, BACKEND};
 use crate::codec::{validate_name, ConsumeOffset};
 use crate::config::{Extensions, NsqConfig};
@@ -75,9 +77,9 @@ impl Shared {
     }
 
     /// Whether a consumer asking for order gets an [`OrderedConsumer`]: with partitions (the
-    /// fork's ordered channels) and `nsqd_http` (its commit point is a channel offset). Every
-    /// other consumer reads with RDY `max_in_flight` and acks after hand-over (see the README
-    /// for what that guarantees on upstream nsqd).
+    /// fork's ordered channels) and `nsqd_http` (its commit point is a channel offset).
+    /// Elsewhere it gets a [`SpooledConsumer`] (one in flight, a local spool as the commit
+    /// point).
     pub(crate) fn orders_on_request(&self) -> bool {
         self.partition().is_some() && self.admin.available()
     }
@@ -202,6 +204,14 @@ impl NsqClient {
         })
     }
 
+    fn spool_holds_data(&self, options: &ConsumerOptions) -> bool {
+        Spool::exists_with_data(
+            &self.shared.config.spool_dir,
+            &options.topic,
+            &options.subscription,
+        )
+    }
+
     /// Where a subscription starts: its own position if the channel exists, else the
     /// initial position (as an offset with extensions, by emptying a new channel without).
     async fn start(&self, options: &ConsumerOptions) -> Result<Option<ConsumeOffset>> {
@@ -289,6 +299,13 @@ impl Client for NsqClient {
                 let consumer =
                     OrderedConsumer::start(self.shared.clone(), &options, offset).await?;
                 return Ok::<Box<dyn Consumer>, Error>(Box::new(consumer));
+            }
+            // A spool with messages in it is read first, whoever subscribes: they were FINed
+            // on the server and live nowhere else.
+            if options.ordered || self.spool_holds_data(&options) {
+                let consumer =
+                    SpooledConsumer::start(self.shared.clone(), &options, offset).await?;
+                return Ok(Box::new(consumer));
             }
             let consumer = NsqConsumer::start(self.shared.clone(), &options, offset).await?;
             Ok(Box::new(consumer))
@@ -386,7 +403,11 @@ impl Client for NsqClient {
                 subscription: subscription.to_string(),
             });
         }
-        self.shared.admin.delete_channel(topic, subscription).await
+        self.shared
+            .admin
+            .delete_channel(topic, subscription)
+            .await?;
+        Spool::remove(&self.shared.config.spool_dir, topic, subscription)
     }
 
     async fn delete_topic(&self, topic: &str) -> Result<()> {
@@ -403,6 +424,7 @@ impl Client for NsqClient {
         }
         self.shared.admin.delete_topic(topic).await?;
         lock(&self.shared.created).remove(topic);
+        Spool::remove_topic(&self.shared.config.spool_dir, topic)?;
         Ok(())
     }
 

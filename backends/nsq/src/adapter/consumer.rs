@@ -18,7 +18,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{decode, map_err, Position, BACKEND};
+use super::{delivered_message, map_err, Position, BACKEND};
 use crate::codec::ConsumeOffset;
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
@@ -228,31 +228,16 @@ impl NsqConsumer {
     }
 
     fn to_message(&self, nsq: &NsqMessage) -> Result<Message> {
-        let (stamped, payload, properties) = decode(nsq.body())?;
-        let id = match (self.shared.partition(), nsq.position()) {
-            (Some(partition), Some((offset, raw_size))) => Position {
-                partition,
-                offset,
-                raw_size,
-            }
-            .id(),
-            (Some(_), None) => {
-                return Err(Error::backend(
-                    BACKEND,
-                    "a delivery without an offset on a SUB_ADVANCED channel",
-                ))
-            }
-            (None, _) => MessageId::from_u64(stamped),
+        let delivery = Delivery {
+            epoch: self.acks.epoch.load(Ordering::Acquire),
         };
-        Ok(Message {
-            topic: self.topic_name.clone(),
-            id,
-            payload,
-            properties,
-            delivery: Delivery {
-                epoch: self.acks.epoch.load(Ordering::Acquire),
-            },
-        })
+        delivered_message(
+            &self.topic_name,
+            self.shared.partition(),
+            nsq.body(),
+            nsq.position(),
+            delivery,
+        )
     }
 
     /// Warns, once per stretch, when this subscription holds `max_in_flight` unacked messages

@@ -25,6 +25,11 @@
 //! the fork's ordered channels, FIN on receipt, commit point in the subscription's channel
 //! (see `ordered`).
 //!
+//! **Spooled consumers** (ordered consumers where the server has no ordered channel with a
+//! settable commit point, and any consumer of a subscription whose spool holds messages): one
+//! message in flight, FINed once it is in a local spool that keeps it until the ack (see
+//! `spool` and `spooled`).
+//!
 //! **Exclusive subscriptions** are enforced per client: NSQ shares a channel's messages among
 //! all its consumers, and cannot tell two processes apart.
 
@@ -34,8 +39,11 @@ mod consumer;
 mod ordered;
 mod producer;
 mod reader;
+mod spool;
+mod spooled;
 
 pub use client::NsqClient;
+pub use spool::SpoolSync;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use msgstream::mq::{Delivery, Message, MessageId, Properties};
@@ -96,29 +104,35 @@ pub(crate) fn decode(body: &Bytes) -> Result<(u64, Bytes, Properties)> {
     Ok((id, payload, properties))
 }
 
-/// The message of a delivery carrying its place (`SUB_ADVANCED`, `SUB_ORDERED`): id
-/// `(partition, offset, raw_size)`, payload and properties from the envelope.
-pub(crate) fn positioned_message(
+/// The message of a delivery: payload and properties from the envelope; the id is the
+/// delivery's place `(partition, offset, raw_size)` when the server has partitions (then a
+/// delivery without one is an error), else the producer's stamp.
+pub(crate) fn delivered_message(
     topic: &SharedStr,
-    partition: u32,
-    nsq: &crate::message::Message,
+    partition: Option<u32>,
+    body: &Bytes,
+    position: Option<(u64, u32)>,
     delivery: Delivery,
 ) -> Result<Message> {
-    let (offset, raw_size) = nsq.position().ok_or_else(|| {
-        Error::backend(
-            BACKEND,
-            "a delivery without an offset on a SUB_ADVANCED or SUB_ORDERED channel",
-        )
-    })?;
-    let (_, payload, properties) = decode(nsq.body())?;
-    Ok(Message {
-        topic: topic.clone(),
-        id: Position {
+    let (stamped, payload, properties) = decode(body)?;
+    let id = match (partition, position) {
+        (Some(partition), Some((offset, raw_size))) => Position {
             partition,
             offset,
             raw_size,
         }
         .id(),
+        (Some(_), None) => {
+            return Err(Error::backend(
+                BACKEND,
+                "a delivery without an offset from a partitioned topic",
+            ))
+        }
+        (None, _) => MessageId::from_u64(stamped),
+    };
+    Ok(Message {
+        topic: topic.clone(),
+        id,
         payload,
         properties,
         delivery,

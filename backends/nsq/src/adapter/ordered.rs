@@ -27,7 +27,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{map_err, positioned_message, Position, BACKEND};
+use super::{delivered_message, map_err, Position, BACKEND};
 use crate::codec::ConsumeOffset;
 use crate::consumer::{Consumer as NsqPush, SubscribeMode};
 use crate::message::Message as NsqMessage;
@@ -265,7 +265,13 @@ impl OrderedConsumer {
         let delivery = Delivery {
             epoch: self.commit.epoch.load(Ordering::Acquire),
         };
-        positioned_message(&self.topic_name, self.partition, nsq, delivery)
+        delivered_message(
+            &self.topic_name,
+            Some(self.partition),
+            nsq.body(),
+            nsq.position(),
+            delivery,
+        )
     }
 }
 

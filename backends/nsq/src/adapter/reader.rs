@@ -22,7 +22,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{map_err, positioned_message};
+use super::{delivered_message, map_err};
 use crate::codec::ConsumeOffset;
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
@@ -134,7 +134,13 @@ impl Reader for NsqReader {
         if let Err(e) = nsq.finish().await {
             tracing::debug!("reader FIN: {e}");
         }
-        positioned_message(&self.topic_name, self.partition, &nsq, Delivery::default())
+        delivered_message(
+            &self.topic_name,
+            Some(self.partition),
+            nsq.body(),
+            nsq.position(),
+            Delivery::default(),
+        )
     }
 
     async fn has_next(&mut self) -> Result<bool> {
