@@ -1,7 +1,7 @@
 //! Consumers that ask for order (`ConsumerOptions::in_order`, as the timetick stream does)
-//! where the server has no ordered channel with a commit point (upstream nsqd): one message in
-//! flight, each FINed once it is in the subscription's local spool, which keeps it until the
-//! ack. A SIGKILLed timetick consumer restarted from its subscription runs in the workspace's
+//! where the server has no ordered channel with a commit point (upstream nsqd, or the fork
+//! without `nsqd_http`): one message in flight, each FINed once it is in the subscription's
+//! local spool, which keeps it until the ack. A SIGKILLed timetick consumer restarted from its subscription runs in the workspace's
 //! conformance suite (`restart.rs`).
 
 mod common;
@@ -22,6 +22,26 @@ async fn client(server: &common::Server, spool: &Path) -> NsqClient {
     })
     .await
     .expect("client")
+}
+
+/// A client of `mode`: upstream nsqd (with its HTTP API), or partitions without `nsqd_http`
+/// (so no ordered channel can be moved: the fork's other spooled mode).
+async fn client_of(mode: Extensions, server: &common::Server, spool: &Path) -> NsqClient {
+    match mode {
+        Extensions::None => client(server, spool).await,
+        Extensions::Partitions => NsqClient::connect(NsqConfig {
+            nsqd: vec![server.tcp_addr().to_string()],
+            extensions: msgstream_nsq::Extensions::Partitions,
+            spool_dir: spool.to_path_buf(),
+            ..NsqConfig::default()
+        })
+        .await
+        .expect("client"),
+    }
+}
+
+fn partition(mode: Extensions) -> Option<u32> {
+    (mode == Extensions::Partitions).then_some(0)
 }
 
 async fn recv(consumer: &mut Box<dyn Consumer>) -> Message {
@@ -63,9 +83,18 @@ fn spooled_bytes(dir: &Path, topic: &str, subscription: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordered_consumers_on_upstream_hold_one_in_flight_and_spool_the_rest() {
-    let server = common::server(Extensions::None).await;
+    one_in_flight(Extensions::None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_consumers_without_nsqd_http_hold_one_in_flight_and_spool_the_rest() {
+    one_in_flight(Extensions::Partitions).await;
+}
+
+async fn one_in_flight(mode: Extensions) {
+    let server = common::server(mode).await;
     let spool = tempfile::tempdir().expect("tempdir");
-    let client = client(&server, spool.path()).await;
+    let client = client_of(mode, &server, spool.path()).await;
     let topic = common::topic("spooled");
     let mut consumer = client
         .subscribe(ConsumerOptions::new(&topic, "tt").in_order())
@@ -75,14 +104,14 @@ async fn ordered_consumers_on_upstream_hold_one_in_flight_and_spool_the_rest() {
     // Twenty in a row, none acked: nsqd sends one at a time, each FINed once spooled.
     let got = recv_ids(&mut consumer, 20).await;
     assert_eq!(ids(&got), published);
-    let channel = common::channel_stats(&server, &topic, None, "tt").await;
+    let channel = common::channel_stats(&server, &topic, partition(mode), "tt").await;
     let clients = channel["clients"].as_array().cloned().unwrap_or_default();
     assert!(
         !clients.is_empty() && clients.iter().all(|c| c["ready_count"].as_u64() <= Some(1)),
         "RDY 1: {channel}"
     );
     common::eventually("everything FINed on the server", async || {
-        let channel = common::channel_stats(&server, &topic, None, "tt").await;
+        let channel = common::channel_stats(&server, &topic, partition(mode), "tt").await;
         channel["in_flight_count"] == 0 && channel["depth"] == 0
     })
     .await;
@@ -100,9 +129,18 @@ async fn ordered_consumers_on_upstream_hold_one_in_flight_and_spool_the_rest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unacked_spooled_messages_come_first_to_the_next_consumer_of_any_kind() {
-    let server = common::server(Extensions::None).await;
+    spooled_replay(Extensions::None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_nsqd_http_unacked_spooled_messages_come_first_to_the_next_consumer() {
+    spooled_replay(Extensions::Partitions).await;
+}
+
+async fn spooled_replay(mode: Extensions) {
+    let server = common::server(mode).await;
     let spool = tempfile::tempdir().expect("tempdir");
-    let client = client(&server, spool.path()).await;
+    let client = client_of(mode, &server, spool.path()).await;
     let topic = common::topic("spooled-restart");
     let options = ConsumerOptions::new(&topic, "tt").in_order();
     let mut consumer = client.subscribe(options.clone()).await.expect("subscribe");

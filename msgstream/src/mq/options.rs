@@ -30,9 +30,9 @@ pub struct ConsumerOptions {
     pub buffer: usize,
     /// The consumer must see the channel strictly in the producer's order, even where that
     /// costs throughput: the timetick-aligned stream asks for it. A backend whose every
-    /// consumer is strictly ordered ignores it; one that orders only on request (ordered
-    /// subscriptions of NSQ's partition extension) honours it, and says in its docs what it
-    /// cannot guarantee.
+    /// consumer is strictly ordered ignores it; one that orders only on request (NSQ: ordered
+    /// subscriptions of its partition extension, else one message in flight through a local
+    /// spool) honours it, and says in its docs what it cannot guarantee.
     pub ordered: bool,
 }
 
