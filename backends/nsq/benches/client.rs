@@ -20,6 +20,10 @@
 //! - `sub max_in_flight=1|200`: receive and FIN a backlog; ceiling: SUB, RDY n, FIN each message
 //!   as it arrives (the FINs of one read in one write, or of half the window once that many
 //!   wait).
+//! - `sub spooled`: what the timetick stream's consumers pay on upstream nsqd: an ordered
+//!   `NsqClient` consumer (one message in flight; each delivery written to the spool, in a
+//!   temporary directory, before its FIN), acked every 100 messages (stage + flush, as a commit
+//!   does); ceiling: the raw reader at RDY 1, which FINs each message as it arrives.
 //! - `pynsq_pub`, `pynsq_sub` (third party, for scale, no ratio): pynsq 0.9.1 publishing with
 //!   64 PUBs in flight and consuming with max_in_flight 200, from
 //!   `scripts/nsq_thirdparty_bench.py`. They run when the venv of `scripts/nsq-thirdparty.sh`
@@ -275,6 +279,39 @@ async fn client_consume(
     }
     let elapsed = start.elapsed();
     consumer.stop().await;
+    elapsed
+}
+
+/// The ordered consumer of the mq adapter on upstream nsqd: one in flight through its spool.
+async fn spooled_consume(server: &BenchServer, topic: &str, n: usize) -> Duration {
+    use msgstream::mq::{Client, ConsumerOptions};
+    let spool = tempfile::tempdir().unwrap();
+    let client = msgstream_nsq::NsqClient::connect(msgstream_nsq::NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        spool_dir: spool.path().to_path_buf(),
+        ..msgstream_nsq::NsqConfig::default()
+    })
+    .await
+    .unwrap();
+    let start = Instant::now();
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(topic, "c").in_order())
+        .await
+        .unwrap();
+    let acker = consumer.acker();
+    let mut held = Vec::with_capacity(100);
+    for _ in 0..n {
+        held.push(consumer.recv().await.unwrap().unwrap());
+        if held.len() == 100 {
+            for message in held.drain(..) {
+                acker.stage(&message).await.unwrap();
+            }
+            acker.flush().await.unwrap();
+        }
+    }
+    let elapsed = start.elapsed();
+    consumer.close().await;
+    client.close().await;
     elapsed
 }
 
@@ -567,6 +604,16 @@ fn main() {
                 })
                 .await;
             }
+            let n = 10_000;
+            case("sub", "mode=spooled", n, |server, ceiling| async move {
+                fill(&server, TOPIC, n).await;
+                if ceiling {
+                    raw_consume(&server, TOPIC, 1, n).await
+                } else {
+                    spooled_consume(&server, TOPIC, n).await
+                }
+            })
+            .await;
         }
         if wanted("pynsq") {
             let server = start_server().await;
