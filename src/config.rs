@@ -325,6 +325,17 @@ mod tests {
         assert_eq!(config.rocksmq.path, PathBuf::from("/tmp/q"));
         assert_eq!(config.rocksmq.sync, SyncMode::SyncData);
         assert_eq!(config.rocksmq.retention_minutes, 4320);
+        let config = parse(
+            "[nsq]\nspool_dir = \"/var/lib/spool\"\nspool_sync = \"sync_data\"\n",
+            &[],
+        )
+        .expect("nsq spool");
+        assert_eq!(config.nsq.spool_dir, PathBuf::from("/var/lib/spool"));
+        assert_eq!(config.nsq.spool_sync, NsqSpoolSync::SyncData);
+        let wrong = parse("[nsq]\nspool_sync = \"always\"\n", &[])
+            .expect_err("unknown sync mode")
+            .to_string();
+        assert!(wrong.contains("spool_sync"), "{wrong}");
     }
 
     #[test]
