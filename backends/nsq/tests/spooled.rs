@@ -245,3 +245,29 @@ async fn a_spool_that_cannot_be_opened_fails_the_subscribe() {
     plain.close().await;
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synced_spools_replay_the_same() {
+    let server = common::server(Extensions::None).await;
+    let spool = tempfile::tempdir().expect("tempdir");
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        spool_dir: spool.path().to_path_buf(),
+        spool_sync: msgstream_nsq::SpoolSync::SyncData,
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let topic = common::topic("spooled-synced");
+    let options = ConsumerOptions::new(&topic, "tt").in_order();
+    let mut consumer = client.subscribe(options.clone()).await.expect("subscribe");
+    let published = publish(&client, &topic, 0, 4).await;
+    let got = recv_ids(&mut consumer, 4).await;
+    assert_eq!(ids(&got), published);
+    consumer.ack(&got[0]).await.expect("ack");
+    consumer.close().await;
+    let mut again = client.subscribe(options).await.expect("again");
+    assert_eq!(ids(&recv_ids(&mut again, 3).await), published[1..]);
+    again.close().await;
+    client.close().await;
+}
