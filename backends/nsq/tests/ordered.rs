@@ -9,9 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use msgstream::mq::{
-    Client, Consumer, ConsumerOptions, InitialPosition, Message, MessageId, ProducerMessage,
-};
+use msgstream::mq::{Client, ConsumerOptions, InitialPosition};
 use msgstream::msg::{MsgPack, TsMsg};
 use msgstream::stream::StreamOptions;
 use msgstream::testkit::insert;
@@ -27,24 +25,7 @@ fn config(tcp: String, http: String) -> NsqConfig {
     }
 }
 
-async fn recv(consumer: &mut Box<dyn Consumer>) -> Message {
-    common::within("a message", consumer.recv())
-        .await
-        .expect("recv")
-        .expect("open")
-}
-
-async fn publish(client: &NsqClient, topic: &str, from: usize, count: usize) -> Vec<MessageId> {
-    let producer = client.create_producer(topic).await.expect("producer");
-    producer
-        .send_batch(
-            (from..from + count)
-                .map(|i| ProducerMessage::new(format!("m{i}")))
-                .collect(),
-        )
-        .await
-        .expect("publish")
-}
+use common::{publish_mq as publish, recv_mq as recv};
 
 async fn lag(client: &NsqClient, topic: &str, subscription: &str) -> Option<u64> {
     client

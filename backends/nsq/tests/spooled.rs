@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use msgstream::mq::{Client, Consumer, ConsumerOptions, Message, MessageId, ProducerMessage};
+use msgstream::mq::{Client, Consumer, ConsumerOptions, Message, MessageId};
 use msgstream::Error;
 use msgstream_nsq::{NsqClient, NsqConfig};
 use msgstream_nsq_testd::Extensions;
@@ -44,24 +44,7 @@ fn partition(mode: Extensions) -> Option<u32> {
     (mode == Extensions::Partitions).then_some(0)
 }
 
-async fn recv(consumer: &mut Box<dyn Consumer>) -> Message {
-    common::within("a message", consumer.recv())
-        .await
-        .expect("recv")
-        .expect("open")
-}
-
-async fn publish(client: &NsqClient, topic: &str, from: usize, count: usize) -> Vec<MessageId> {
-    let producer = client.create_producer(topic).await.expect("producer");
-    producer
-        .send_batch(
-            (from..from + count)
-                .map(|i| ProducerMessage::new(format!("m{i}")))
-                .collect(),
-        )
-        .await
-        .expect("publish")
-}
+use common::{publish_mq as publish, recv_mq as recv};
 
 async fn recv_ids(consumer: &mut Box<dyn Consumer>, count: usize) -> Vec<Message> {
     let mut got = Vec::new();

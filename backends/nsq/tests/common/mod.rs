@@ -342,3 +342,30 @@ pub async fn channel_stats_at(
         .find(|c| c["channel_name"] == channel)
         .unwrap_or(Value::Null)
 }
+
+/// The next message of an mq consumer, within [`WAIT`].
+pub async fn recv_mq(consumer: &mut Box<dyn msgstream::mq::Consumer>) -> msgstream::mq::Message {
+    within("a message", consumer.recv())
+        .await
+        .expect("recv")
+        .expect("open")
+}
+
+/// Publishes `m<from>` … `m<from + count - 1>` through the mq adapter; returns their ids.
+pub async fn publish_mq(
+    client: &msgstream_nsq::NsqClient,
+    topic: &str,
+    from: usize,
+    count: usize,
+) -> Vec<msgstream::mq::MessageId> {
+    use msgstream::mq::{Client, ProducerMessage};
+    let producer = client.create_producer(topic).await.expect("producer");
+    producer
+        .send_batch(
+            (from..from + count)
+                .map(|i| ProducerMessage::new(format!("m{i}")))
+                .collect(),
+        )
+        .await
+        .expect("publish")
+}
