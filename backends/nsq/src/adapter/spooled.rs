@@ -24,7 +24,7 @@
 //! producers may share, so an ack takes the oldest handed-over message with that id (the
 //! streams ack in arrival order).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -64,8 +64,9 @@ struct Journal {
     replay_end: u64,
     /// Messages the pump spooled, not handed over yet (at most [`AHEAD`]).
     ready: Mutex<VecDeque<Spooled>>,
-    /// Seqs of handed-over, unacked messages by id, oldest first.
-    handed: Mutex<HashMap<MessageId, VecDeque<u64>>>,
+    /// Handed-over, unacked messages (id and seq), oldest first. The streams ack in arrival
+    /// order, so an ack almost always takes the front: no map, no allocation per message.
+    handed: Mutex<VecDeque<(MessageId, u64)>>,
     /// Seqs acked through `stage`, written by the next `flush`.
     staged: Mutex<Vec<u64>>,
     /// A spool write that failed, reported by the next `recv`.
@@ -93,15 +94,11 @@ impl Journal {
         self.check_open()?;
         let seq = {
             let mut handed = lock(&self.handed);
-            let Some(seqs) = handed.get_mut(&message.id) else {
+            let Some(at) = handed.iter().position(|(id, _)| *id == message.id) else {
                 // Never handed over, or acked already: nothing to do.
                 return Ok(());
             };
-            let seq = seqs.pop_front();
-            if seqs.is_empty() {
-                handed.remove(&message.id);
-            }
-            seq
+            handed.remove(at).map(|(_, seq)| seq)
         };
         lock(&self.staged).extend(seq);
         Ok(())
@@ -153,10 +150,7 @@ impl Journal {
     }
 
     fn handed_over(&self, id: &MessageId, seq: u64) {
-        lock(&self.handed)
-            .entry(id.clone())
-            .or_default()
-            .push_back(seq);
+        lock(&self.handed).push_back((id.clone(), seq));
         self.cursor.store(seq + 1, Ordering::Release);
         self.room.notify_one();
     }
