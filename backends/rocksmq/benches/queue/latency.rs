@@ -1,5 +1,11 @@
 //! Produce→consume latency of one paced producer and one waiting consumer, next to the same
 //! hand-off between two plain threads (the floor this machine sets: thread wake-ups).
+//!
+//! Two more lines explain the gap between them. `latency_baseline_busy` is the same hand-off
+//! with a receiver that, after each message, stays busy as long as our consumer's ack took
+//! (the median of the run before): on this VM a receiver that works between wake-ups is woken
+//! more slowly, whatever the work is. `latency_acks_every` is our case acking cumulatively
+//! every 64th message instead of each one (what an application can tune).
 
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -9,29 +15,63 @@ use msgstream_rocksmq::RocksmqClient;
 
 use crate::{median, queue_options, Scale, RUNS};
 
-/// Messages per second of both cases (one every 100 µs).
+/// Messages per second of every case (one every 100 µs).
 const RATE: u64 = 10_000;
 
-/// Runs both cases `RUNS` times, interleaved so that both see the same machine, and adds
-/// the `case=latency` and `case=latency_baseline` lines (medians of the runs' percentiles).
+/// The consumer's cumulative ack interval of `case=latency_acks_every`.
+const ACK_EVERY: usize = 64;
+
+/// One run of the queue case.
+struct QueueRun {
+    /// (p50, p99) produce→receive, µs.
+    latency: (f64, f64),
+    /// Median duration of one `ack` call.
+    ack: Duration,
+}
+
+/// Runs every case `RUNS` times, interleaved so that all see the same machine, and adds the
+/// `case=latency`, `case=latency_baseline`, `case=latency_baseline_busy` and
+/// `case=latency_acks_every` lines (medians of the runs' percentiles).
 pub fn latency_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
-    let (mut ours, mut baseline) = (Vec::new(), Vec::new());
+    let (mut ours, mut baseline, mut busy, mut batched) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut acks = Vec::new();
     for _ in 0..RUNS {
-        baseline.push(thread_handoff(RATE, scale.latency_msgs));
-        ours.push(runtime.block_on(queue(RATE, scale.latency_msgs)));
+        let run = runtime.block_on(queue(RATE, scale.latency_msgs, 1));
+        ours.push(run.latency);
+        acks.push(run.ack.as_nanos() as f64);
+        baseline.push(thread_handoff(RATE, scale.latency_msgs, Duration::ZERO));
+        busy.push(thread_handoff(RATE, scale.latency_msgs, run.ack));
+        batched.push(
+            runtime
+                .block_on(queue(RATE, scale.latency_msgs, ACK_EVERY))
+                .latency,
+        );
     }
-    let p = |runs: &[(f64, f64)], which: fn(&(f64, f64)) -> f64| {
-        median(runs.iter().map(which).collect())
+    let p = |runs: &[(f64, f64)]| {
+        (
+            median(runs.iter().map(|r| r.0).collect()),
+            median(runs.iter().map(|r| r.1).collect()),
+        )
     };
+    let (ours, baseline, busy, batched) = (p(&ours), p(&baseline), p(&busy), p(&batched));
     summary.push(format!(
         "case=latency rate={RATE} p50_us={:.0} p99_us={:.0}",
-        p(&ours, |r| r.0),
-        p(&ours, |r| r.1)
+        ours.0, ours.1
     ));
     summary.push(format!(
         "case=latency_baseline p50_us={:.0} p99_us={:.0}",
-        p(&baseline, |r| r.0),
-        p(&baseline, |r| r.1)
+        baseline.0, baseline.1
+    ));
+    summary.push(format!(
+        "case=latency_baseline_busy work_us={:.1} p50_us={:.0} p99_us={:.0}",
+        median(acks) / 1000.0,
+        busy.0,
+        busy.1
+    ));
+    summary.push(format!(
+        "case=latency_acks_every n={ACK_EVERY} p50_us={:.0} p99_us={:.0}",
+        batched.0, batched.1
     ));
 }
 
@@ -57,13 +97,18 @@ fn percentiles(mut samples: Vec<f64>) -> (f64, f64) {
 }
 
 /// The reference: one thread sends an `Instant` over `std::sync::mpsc` at `rate`, another
-/// blocks in `recv` and records the delay.
-fn thread_handoff(rate: u64, total: usize) -> (f64, f64) {
+/// blocks in `recv` and records the delay, then spins for `work` (zero: none) before the next
+/// `recv`.
+fn thread_handoff(rate: u64, total: usize, work: Duration) -> (f64, f64) {
     let (tx, rx) = mpsc::channel::<Instant>();
     let receiver = std::thread::spawn(move || {
         let mut samples = Vec::with_capacity(total);
         while let Ok(sent) = rx.recv() {
             samples.push(sent.elapsed().as_nanos() as f64 / 1000.0);
+            let busy = Instant::now();
+            while busy.elapsed() < work {
+                std::hint::spin_loop();
+            }
         }
         samples
     });
@@ -74,9 +119,9 @@ fn thread_handoff(rate: u64, total: usize) -> (f64, f64) {
     percentiles(receiver.join().expect("receiver thread"))
 }
 
-/// One producer thread paced at `rate` msgs/s, one consumer awaiting `recv` and acking each
-/// message; each payload carries its send time.
-async fn queue(rate: u64, total: usize) -> (f64, f64) {
+/// One producer thread paced at `rate` msgs/s, one consumer awaiting `recv` and acking every
+/// `ack_every`th message (and the last); each payload carries its send time.
+async fn queue(rate: u64, total: usize, ack_every: usize) -> QueueRun {
     let dir = tempfile::tempdir().expect("tempdir");
     let client = Arc::new(RocksmqClient::open(queue_options(&dir)).expect("open"));
     let mut consumer = client
@@ -100,15 +145,23 @@ async fn queue(rate: u64, total: usize) -> (f64, f64) {
         });
     });
     let mut samples = Vec::with_capacity(total);
-    for _ in 0..total {
+    let mut acks = Vec::with_capacity(total / ack_every + 1);
+    for n in 1..=total {
         let message = consumer.recv().await.expect("recv").expect("message");
         let received = epoch.elapsed().as_nanos() as u64;
         let mut sent = [0u8; 8];
         sent.copy_from_slice(&message.payload[..8]);
         samples.push(received.saturating_sub(u64::from_be_bytes(sent)) as f64 / 1000.0);
-        consumer.ack(&message).await.expect("ack");
+        if n % ack_every == 0 || n == total {
+            let acking = Instant::now();
+            consumer.ack(&message).await.expect("ack");
+            acks.push(acking.elapsed().as_nanos() as f64);
+        }
     }
     sender.join().expect("producer thread");
     client.close().await;
-    percentiles(samples)
+    QueueRun {
+        latency: percentiles(samples),
+        ack: Duration::from_nanos(median(acks) as u64),
+    }
 }
