@@ -14,6 +14,7 @@
 //! page_size_mb = 64
 //! sync = "buffered"              # buffered | sync_data | sync_all
 //! ignore_groups_idle_minutes = 0 # retention ignores groups idle this long (0: never)
+//! ack_group_ms = 0               # 0: each ack written before it returns; N: acks grouped, written within N ms
 //!
 //! [rocketmq]
 //! name_servers = ["127.0.0.1:9876"]
@@ -148,6 +149,10 @@ pub struct RocksmqSection {
     /// Retention ignores consumer groups idle (no ack or seek) for this long, so an abandoned
     /// group does not pin data forever; 0 never ignores a group.
     pub ignore_groups_idle_minutes: u64,
+    /// 0 (the default): a consumer's ack is written before it returns. N: acks are grouped
+    /// and written by a background thread within N ms, so a process crash may deliver the
+    /// messages acked in the last N ms again (see `msgstream_rocksmq::AckWrite`).
+    pub ack_group_ms: u64,
 }
 
 impl Default for RocksmqSection {
@@ -159,6 +164,7 @@ impl Default for RocksmqSection {
             page_size_mb: 64,
             sync: SyncMode::Buffered,
             ignore_groups_idle_minutes: 0,
+            ack_group_ms: 0,
         }
     }
 }
@@ -190,6 +196,10 @@ pub const DEFAULT_FILE: &str = "msgstream.toml";
 /// The largest `[stream] buffer`: queues are sized by it up front (a semaphore and a channel per
 /// stream), so an absurd value would abort the process instead of failing here.
 pub const MAX_BUFFER: usize = 1 << 20;
+
+/// The longest `[rocksmq] ack_group_ms`: acks made in that window are delivered again after a
+/// crash, so a longer one is more likely a unit mistake than a wish.
+pub const MAX_ACK_GROUP_MS: u64 = 60_000;
 
 impl Config {
     /// Loads `file` (or `$MSGSTREAM_CONFIG`, or `./msgstream.toml` if it exists, or nothing) and
@@ -281,6 +291,16 @@ impl Config {
                     "[stream] buffer = {} is out of range: it must be between 1 and {MAX_BUFFER} \
                      (messages per channel queue)",
                     self.stream.buffer
+                ),
+            });
+        }
+        if self.rocksmq.ack_group_ms > MAX_ACK_GROUP_MS {
+            return Err(Error::Config {
+                origin: origin.to_string(),
+                message: format!(
+                    "[rocksmq] ack_group_ms = {} is out of range: it must be between 0 (each ack \
+                     written before it returns) and {MAX_ACK_GROUP_MS} (one minute)",
+                    self.rocksmq.ack_group_ms
                 ),
             });
         }
@@ -402,6 +422,26 @@ mod tests {
                 .buffer,
             MAX_BUFFER
         );
+    }
+
+    #[test]
+    fn ack_grouping_is_bounded() {
+        assert_eq!(
+            Config::default().rocksmq.ack_group_ms,
+            0,
+            "immediate acks by default"
+        );
+        let grouped = parse("[rocksmq]\nack_group_ms = 5\n", &[]).expect("grouped");
+        assert_eq!(grouped.rocksmq.ack_group_ms, 5);
+        let message = parse("[rocksmq]\nack_group_ms = 60001\n", &[])
+            .expect_err("above a minute")
+            .to_string();
+        assert!(
+            message.contains("ack_group_ms") && message.contains("60000"),
+            "{message}"
+        );
+        let from_env = parse("", &[("MSGSTREAM_ROCKSMQ__ACK_GROUP_MS", "2")]).expect("env");
+        assert_eq!(from_env.rocksmq.ack_group_ms, 2);
     }
 
     #[test]

@@ -78,7 +78,7 @@ async fn open_client(config: &Config) -> Result<Arc<dyn Client>> {
 #[cfg(feature = "rocksmq")]
 async fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
     use crate::config::SyncMode;
-    use msgstream_rocksmq::{Durability, RocksmqClient, RocksmqOptions};
+    use msgstream_rocksmq::{AckWrite, Durability, RocksmqClient, RocksmqOptions};
     use std::time::Duration;
 
     let section = &config.rocksmq;
@@ -88,6 +88,10 @@ async fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
     options.page_size_bytes = section.page_size_mb.max(1).saturating_mul(1 << 20);
     options.ignore_groups_idle_for = (section.ignore_groups_idle_minutes > 0)
         .then(|| Duration::from_secs(section.ignore_groups_idle_minutes.saturating_mul(60)));
+    options.ack_write = match section.ack_group_ms {
+        0 => AckWrite::Immediate,
+        ms => AckWrite::Grouped(Duration::from_millis(ms)),
+    };
     options.sync = match section.sync {
         SyncMode::Buffered => Durability::Buffered,
         SyncMode::SyncData => Durability::SyncData,

@@ -10,6 +10,13 @@ mod rocksmq {
     msgstream::contract_tests!(crate::harness::rocksmq);
 }
 
+/// rocksmq with `ack_group_ms`: acks written by a background thread, not by `ack`. Every check
+/// holds as it does with immediate acks (within one process nothing acked is redelivered).
+#[cfg(feature = "rocksmq")]
+mod rocksmq_grouped_acks {
+    msgstream::contract_tests!(crate::harness::rocksmq_grouped_acks);
+}
+
 #[cfg(feature = "rocketmq")]
 mod rocketmq {
     msgstream::contract_tests!(crate::harness::rocketmq);

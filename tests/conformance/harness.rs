@@ -29,6 +29,16 @@ pub async fn rocksmq() -> Harness {
     from_config(config, dir).await
 }
 
+/// rocksmq with grouped acks, written within 5 ms of the first of a group.
+#[cfg(feature = "rocksmq")]
+pub async fn rocksmq_grouped_acks() -> Harness {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = Config::default();
+    config.rocksmq.path = dir.path().join("db");
+    config.rocksmq.ack_group_ms = 5;
+    from_config(config, dir).await
+}
+
 #[cfg(feature = "rocketmq")]
 pub async fn rocketmq() -> Harness {
     let cluster = msgstream_rocketmq::testserver::shared();

@@ -23,10 +23,12 @@ use std::collections::HashMap;
 
 use msgstream::{Error, Result};
 
+use crate::ack_grouping::AckWrite;
 use crate::codec::GroupRecord;
 use crate::engine::lock;
 use crate::group::{get, validate_group};
 use crate::keys::{group_key, CF_GROUPS};
+use crate::store::Store;
 use crate::topics::FIRST_MESSAGE_ID;
 use crate::writer::now_ms;
 use crate::Rocksmq;
@@ -127,7 +129,29 @@ impl Rocksmq {
         let topic_id = self.checked_ack(topic, group, id)?;
         let mut staged = lock(&self.inner.groups);
         staged.stage(topic_id, topic, group, id);
-        self.write_staged(&mut staged, Some((topic_id, group)))
+        write_staged(&self.inner.store, &mut staged, Some((topic_id, group)))
+    }
+
+    /// Acknowledges as the queue's [`AckWrite`] says: written before returning, as
+    /// [`Rocksmq::ack`] (`Immediate`), or staged for the background write (`Grouped`). The
+    /// mq consumer's `ack` is this.
+    pub fn ack_as_configured(&self, topic: &str, group: &str, id: u64) -> Result<()> {
+        match self.inner.ack_write {
+            AckWrite::Immediate => self.ack(topic, group, id),
+            AckWrite::Grouped(_) => {
+                self.stage_ack(topic, group, id)?;
+                self.inner.ack_flusher.arm();
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes what `group` of `topic` has staged (nothing to do when it staged nothing): a
+    /// consumer closing, or a group subscribed again, starts from every ack made so far.
+    pub(crate) fn flush_group_acks(&self, topic: &str, group: &str) -> Result<()> {
+        let topic_id = self.topic(topic)?.id;
+        let mut staged = lock(&self.inner.groups);
+        write_staged(&self.inner.store, &mut staged, Some((topic_id, group)))
     }
 
     /// Checks an acknowledgement of `id` (and everything before it) for `group` as
@@ -144,7 +168,7 @@ impl Rocksmq {
     /// written; if the write fails, everything stays staged.
     pub fn flush_acks(&self) -> Result<()> {
         let mut staged = lock(&self.inner.groups);
-        self.write_staged(&mut staged, None)
+        write_staged(&self.inner.store, &mut staged, None)
     }
 
     /// The topic's id, if `id` may be acknowledged for `group` of `topic`.
@@ -159,67 +183,70 @@ impl Rocksmq {
         }
         Ok(state.id)
     }
+}
 
-    /// Writes the staged acks of every group, or of `only` that one, in one write (see
-    /// [`Rocksmq::flush_acks`] for what happens to a missing group and on failure).
-    fn write_staged(&self, staged: &mut StagedAcks, only: Option<(u64, &str)>) -> Result<()> {
-        let wanted =
-            |topic_id: u64, group: &str| only.is_none_or(|(t, g)| t == topic_id && g == group);
-        if !staged
-            .pending()
-            .any(|(topic_id, group, _, _)| wanted(topic_id, group))
-        {
-            return Ok(());
-        }
-        let mut missing: Vec<(u64, String)> = Vec::new();
-        let mut first_error = None;
-        let wrote = self.inner.store.with(|db| {
-            let cf = db.cf(CF_GROUPS)?;
-            let mut batch = rocksdb::WriteBatch::default();
-            let now = now_ms();
-            for (&topic_id, groups) in staged.by_topic.iter_mut() {
-                for (group, entry) in groups.iter_mut() {
-                    let Some(acked) = entry.acked.filter(|_| wanted(topic_id, group)) else {
-                        continue;
-                    };
-                    let committed = match entry.committed {
-                        Some(committed) => committed,
-                        None => match get(db, topic_id, group)? {
-                            Some(record) => record.committed,
-                            None => {
-                                first_error.get_or_insert_with(|| {
-                                    Error::InvalidArgument(format!(
-                                        "consumer group {group:?} of topic {:?} does not exist",
-                                        entry.topic
-                                    ))
-                                });
-                                missing.push((topic_id, group.clone()));
-                                continue;
-                            }
-                        },
-                    };
-                    let record = GroupRecord {
-                        committed: committed.max(acked + 1),
-                        active_ms: now,
-                    };
-                    batch.put_cf(cf, group_key(topic_id, group), record.encode());
-                    entry.writing = Some(record.committed);
-                }
-            }
-            db.write_unsynced(batch)
-        });
-        for entry in staged.by_topic.values_mut().flat_map(HashMap::values_mut) {
-            if let Some(committed) = entry.writing.take() {
-                if wrote.is_ok() {
-                    entry.acked = None;
-                    entry.committed = Some(committed);
-                }
-            }
-        }
-        wrote?;
-        for (topic_id, group) in missing {
-            staged.remove_group(topic_id, &group);
-        }
-        first_error.map_or(Ok(()), Err)
+/// Writes the staged acks of every group, or of `only` that one, in one write (see
+/// [`Rocksmq::flush_acks`] for what happens to a missing group and on failure).
+pub(crate) fn write_staged(
+    store: &Store,
+    staged: &mut StagedAcks,
+    only: Option<(u64, &str)>,
+) -> Result<()> {
+    let wanted = |topic_id: u64, group: &str| only.is_none_or(|(t, g)| t == topic_id && g == group);
+    if !staged
+        .pending()
+        .any(|(topic_id, group, _, _)| wanted(topic_id, group))
+    {
+        return Ok(());
     }
+    let mut missing: Vec<(u64, String)> = Vec::new();
+    let mut first_error = None;
+    let wrote = store.with(|db| {
+        let cf = db.cf(CF_GROUPS)?;
+        let mut batch = rocksdb::WriteBatch::default();
+        let now = now_ms();
+        for (&topic_id, groups) in staged.by_topic.iter_mut() {
+            for (group, entry) in groups.iter_mut() {
+                let Some(acked) = entry.acked.filter(|_| wanted(topic_id, group)) else {
+                    continue;
+                };
+                let committed = match entry.committed {
+                    Some(committed) => committed,
+                    None => match get(db, topic_id, group)? {
+                        Some(record) => record.committed,
+                        None => {
+                            first_error.get_or_insert_with(|| {
+                                Error::InvalidArgument(format!(
+                                    "consumer group {group:?} of topic {:?} does not exist",
+                                    entry.topic
+                                ))
+                            });
+                            missing.push((topic_id, group.clone()));
+                            continue;
+                        }
+                    },
+                };
+                let record = GroupRecord {
+                    committed: committed.max(acked + 1),
+                    active_ms: now,
+                };
+                batch.put_cf(cf, group_key(topic_id, group), record.encode());
+                entry.writing = Some(record.committed);
+            }
+        }
+        db.write_unsynced(batch)
+    });
+    for entry in staged.by_topic.values_mut().flat_map(HashMap::values_mut) {
+        if let Some(committed) = entry.writing.take() {
+            if wrote.is_ok() {
+                entry.acked = None;
+                entry.committed = Some(committed);
+            }
+        }
+    }
+    wrote?;
+    for (topic_id, group) in missing {
+        staged.remove_group(topic_id, &group);
+    }
+    first_error.map_or(Ok(()), Err)
 }

@@ -10,7 +10,8 @@ use tokio::sync::watch;
 use msgstream::mq::ProducerMessage;
 use msgstream::{Error, Result};
 
-use crate::acks::StagedAcks;
+use crate::ack_grouping::{AckFlusher, AckWrite};
+use crate::acks::{write_staged, StagedAcks};
 use crate::keys::{
     topic_floor_key, topic_name_key, topic_prefix, topic_upper_bound, CF_GROUPS, CF_MESSAGES,
     CF_META, CF_PAGES, CF_PROPERTIES,
@@ -38,6 +39,24 @@ pub(crate) struct Inner {
     pub lost: Vec<LostMessages>,
     /// (topic, group) pairs with a live mq consumer: subscriptions are exclusive.
     pub leases: Mutex<std::collections::HashSet<(String, String)>>,
+    /// When the mq consumers' acks are written.
+    pub ack_write: AckWrite,
+    /// The background writer of grouped acks (idle under [`AckWrite::Immediate`]).
+    pub ack_flusher: AckFlusher,
+}
+
+impl Drop for Inner {
+    /// The last handle went without [`Rocksmq::close`] (which a drop also stands for): write
+    /// the acks still staged, as `close` does, so that dropping a queue loses none.
+    fn drop(&mut self) {
+        let staged = self
+            .groups
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Err(error) = write_staged(&self.store, staged, None) {
+            tracing::warn!(%error, "rocksmq: writing the staged acks of a dropped queue failed");
+        }
+    }
 }
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -66,8 +85,10 @@ impl Rocksmq {
     /// Opens (or creates) the queue at `options.path`, recovering every topic's next id and every
     /// group's position, and starts the scheduled retention pass if configured.
     ///
-    /// A database held by another process is an `Error::Backend` saying it is locked.
+    /// A database held by another process is an `Error::Backend` saying it is locked; an
+    /// [`AckWrite::Grouped`] interval above [`AckWrite::MAX_GROUPING`] is `InvalidArgument`.
     pub fn open(options: RocksmqOptions) -> Result<Rocksmq> {
+        options.ack_write.validate()?;
         let store = Store::open(&options.path, options.sync)?;
         let topics = store.with(Topics::load)?;
         let lost = store.with(|db| report_lost_tail(db, &topics, &options.path))?;
@@ -87,7 +108,12 @@ impl Rocksmq {
             retention_progress: watch::Sender::new(RetentionProgress::default()),
             leases: Mutex::new(std::collections::HashSet::new()),
             lost,
+            ack_write: options.ack_write,
+            ack_flusher: AckFlusher::idle(),
         });
+        if let AckWrite::Grouped(within) = options.ack_write {
+            AckFlusher::start(&inner, within)?;
+        }
         if let Some(interval) = options.retention_interval {
             let (stop, stopped) = mpsc::channel::<()>();
             let weak: Weak<Inner> = Arc::downgrade(&inner);
@@ -280,9 +306,11 @@ impl Rocksmq {
         self.inner.store.is_closed()
     }
 
-    /// Stops retention, waits for operations in flight, syncs the WAL and releases the database
-    /// (its lock too); waiting consumers and readers wake up and see the closed state.
+    /// Stops retention and the grouped-ack thread, writes the staged acks, waits for
+    /// operations in flight, syncs the WAL and releases the database (its lock too); waiting
+    /// consumers and readers wake up and see the closed state.
     pub fn close(&self) {
+        self.inner.ack_flusher.stop();
         lock(&self.inner.retention_stop).take();
         if let Some(thread) = lock(&self.inner.retention_thread).take() {
             if thread.join().is_err() {

@@ -219,8 +219,10 @@ impl Rocksmq {
         Ok(next)
     }
 
-    /// A cursor of existing consumer group `group`, starting at its committed position.
+    /// A cursor of existing consumer group `group`, starting at its committed position, after
+    /// writing what the group had staged (so that it starts after every ack made so far).
     pub fn subscribe(&self, topic: &str, group: &str) -> Result<Subscription> {
+        self.flush_group_acks(topic, group)?;
         let committed = self.committed_position(topic, group)?;
         let state = self.topic(topic)?;
         Ok(Subscription::new(

@@ -14,12 +14,13 @@
 //! - A produced message is acknowledged once it is in the write-ahead log (always on); whether
 //!   the log is also synced is [`Durability`].
 //! - Consumer-group positions are durable; delivery is at least once and in id order; acks are
-//!   cumulative.
+//!   cumulative, and written when [`AckWrite`] says (by the `ack` call, by default).
 //! - After `close` every operation returns `Error::Closed`; a database held by another process
 //!   is a clear error, never a panic.
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod ack_grouping;
 mod acks;
 mod adapter;
 mod codec;
@@ -36,6 +37,7 @@ mod subscription;
 mod topics;
 mod writer;
 
+pub use ack_grouping::AckWrite;
 pub use adapter::{RocksmqClient, RocksmqConsumer, RocksmqProducer, RocksmqReader};
 pub use durability::Durability;
 pub use engine::{LostMessages, Rocksmq};

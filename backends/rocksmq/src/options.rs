@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::Durability;
+use crate::{AckWrite, Durability};
 
 /// Options of [`crate::Rocksmq::open`] and [`crate::RocksmqClient::open`].
 ///
@@ -30,6 +30,9 @@ pub struct RocksmqOptions {
     pub retention_interval: Option<Duration>,
     /// What an acknowledged write survives.
     pub sync: Durability,
+    /// When a consumer's ack is written: by the `ack` call (the default) or grouped by a
+    /// background thread (see [`AckWrite`]).
+    pub ack_write: AckWrite,
 }
 
 impl RocksmqOptions {
@@ -43,6 +46,7 @@ impl RocksmqOptions {
             ignore_groups_idle_for: None,
             retention_interval: Some(Duration::from_secs(600)),
             sync: Durability::Buffered,
+            ack_write: AckWrite::Immediate,
         }
     }
 }

@@ -176,6 +176,8 @@ pub trait Consumer: Send + Sync {
     /// exception is a protocol that never confirms an ack (NSQ's FIN): there it returns once
     /// the ack is written to the socket, and a process killed before the broker read it gets
     /// those messages again (redelivery, never a loss); such a backend says so in its docs.
+    /// A backend may also be *configured* to group acks and write them shortly after (rocksmq's
+    /// `ack_group_ms`), with the same consequence for a process killed in that window.
     async fn ack(&self, message: &Message) -> Result<()>;
 
     /// A handle acking this consumer's deliveries from another task (see [`Acker`]).

@@ -47,7 +47,7 @@ struct RocksmqAcker {
 impl Acker for RocksmqAcker {
     async fn ack(&self, message: &Message) -> Result<()> {
         let id = self.checked_id(message)?;
-        self.engine.ack(&self.topic, &self.group, id)
+        self.engine.ack_as_configured(&self.topic, &self.group, id)
     }
 
     /// Staged in the engine, written with every other staged ack of the queue by the next
@@ -195,6 +195,16 @@ impl Consumer for RocksmqConsumer {
     async fn close(&mut self) {
         self.acks.closed.store(true, Ordering::Release);
         self.buffer.clear();
+        // Grouped acks of this subscription are written now, not by the background thread.
+        if let Err(error) = self
+            .acks
+            .engine
+            .flush_group_acks(&self.acks.topic, &self.acks.group)
+        {
+            if !self.acks.engine.is_closed() {
+                tracing::warn!(%error, topic = %self.acks.topic, "rocksmq: writing the acks of a closing consumer failed; they stay staged");
+            }
+        }
         self.lease.release();
     }
 }
