@@ -5,13 +5,14 @@
 //! with a receiver that, after each message, stays busy as long as our consumer's ack took
 //! (the median of the run before): on this VM a receiver that works between wake-ups is woken
 //! more slowly, whatever the work is. `latency_acks_every` is our case acking cumulatively
-//! every 64th message instead of each one (what an application can tune).
+//! every 64th message instead of each one, and `latency_grouped_acks` our case acking each
+//! message on a queue that groups acks (`AckWrite::Grouped`): what an application can tune.
 
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use msgstream::mq::{Client, ConsumerOptions, Producer, ProducerMessage};
-use msgstream_rocksmq::RocksmqClient;
+use msgstream_rocksmq::{AckWrite, RocksmqClient};
 
 use crate::{median, queue_options, Scale, RUNS};
 
@@ -20,6 +21,9 @@ const RATE: u64 = 10_000;
 
 /// The consumer's cumulative ack interval of `case=latency_acks_every`.
 const ACK_EVERY: usize = 64;
+
+/// The queue's ack grouping interval of `case=latency_grouped_acks`, in milliseconds.
+const GROUP_MS: u64 = 5;
 
 /// One run of the queue case.
 struct QueueRun {
@@ -30,21 +34,33 @@ struct QueueRun {
 }
 
 /// Runs every case `RUNS` times, interleaved so that all see the same machine, and adds the
-/// `case=latency`, `case=latency_baseline`, `case=latency_baseline_busy` and
-/// `case=latency_acks_every` lines (medians of the runs' percentiles).
+/// `case=latency`, `case=latency_baseline`, `case=latency_baseline_busy`,
+/// `case=latency_acks_every` and `case=latency_grouped_acks` lines (medians of the runs'
+/// percentiles).
 pub fn latency_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
-    let (mut ours, mut baseline, mut busy, mut batched) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut ours, mut baseline, mut busy, mut batched, mut grouped) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut acks = Vec::new();
+    let group = AckWrite::Grouped(Duration::from_millis(GROUP_MS));
     for _ in 0..RUNS {
-        let run = runtime.block_on(queue(RATE, scale.latency_msgs, 1));
+        let run = runtime.block_on(queue(RATE, scale.latency_msgs, 1, AckWrite::Immediate));
         ours.push(run.latency);
         acks.push(run.ack.as_nanos() as f64);
         baseline.push(thread_handoff(RATE, scale.latency_msgs, Duration::ZERO));
         busy.push(thread_handoff(RATE, scale.latency_msgs, run.ack));
         batched.push(
             runtime
-                .block_on(queue(RATE, scale.latency_msgs, ACK_EVERY))
+                .block_on(queue(
+                    RATE,
+                    scale.latency_msgs,
+                    ACK_EVERY,
+                    AckWrite::Immediate,
+                ))
+                .latency,
+        );
+        grouped.push(
+            runtime
+                .block_on(queue(RATE, scale.latency_msgs, 1, group))
                 .latency,
         );
     }
@@ -54,7 +70,8 @@ pub fn latency_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
             median(runs.iter().map(|r| r.1).collect()),
         )
     };
-    let (ours, baseline, busy, batched) = (p(&ours), p(&baseline), p(&busy), p(&batched));
+    let (ours, baseline, busy, batched, grouped) =
+        (p(&ours), p(&baseline), p(&busy), p(&batched), p(&grouped));
     summary.push(format!(
         "case=latency rate={RATE} p50_us={:.0} p99_us={:.0}",
         ours.0, ours.1
@@ -72,6 +89,10 @@ pub fn latency_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
     summary.push(format!(
         "case=latency_acks_every n={ACK_EVERY} p50_us={:.0} p99_us={:.0}",
         batched.0, batched.1
+    ));
+    summary.push(format!(
+        "case=latency_grouped_acks group_ms={GROUP_MS} p50_us={:.0} p99_us={:.0}",
+        grouped.0, grouped.1
     ));
 }
 
@@ -120,10 +141,13 @@ fn thread_handoff(rate: u64, total: usize, work: Duration) -> (f64, f64) {
 }
 
 /// One producer thread paced at `rate` msgs/s, one consumer awaiting `recv` and acking every
-/// `ack_every`th message (and the last); each payload carries its send time.
-async fn queue(rate: u64, total: usize, ack_every: usize) -> QueueRun {
+/// `ack_every`th message (and the last), on a queue writing acks as `ack_write` says; each
+/// payload carries its send time.
+async fn queue(rate: u64, total: usize, ack_every: usize, ack_write: AckWrite) -> QueueRun {
     let dir = tempfile::tempdir().expect("tempdir");
-    let client = Arc::new(RocksmqClient::open(queue_options(&dir)).expect("open"));
+    let mut options = queue_options(&dir);
+    options.ack_write = ack_write;
+    let client = Arc::new(RocksmqClient::open(options).expect("open"));
     let mut consumer = client
         .subscribe(ConsumerOptions::new("bench", "latency"))
         .await

@@ -22,8 +22,9 @@
 //!   consumer, and the same pacing through a plain `std::sync::mpsc` hand-off between two
 //!   threads (`case=latency_baseline`, the floor set by thread wake-ups on this machine); the
 //!   same hand-off with a receiver busy after each message for as long as our ack takes
-//!   (`case=latency_baseline_busy`), and ours acking every 64th message
-//!   (`case=latency_acks_every`; see `latency.rs`);
+//!   (`case=latency_baseline_busy`), ours acking every 64th message
+//!   (`case=latency_acks_every`), and ours acking each message on a queue that groups acks
+//!   (`case=latency_grouped_acks`, `AckWrite::Grouped` of 5 ms; see `latency.rs`);
 //! - tt: a `TtMsgStream` over 16 filled channels against raw iteration of the same files,
 //!   three passes of each side per filled database (see `tt.rs`);
 //! - durable: 1, 4 and 16 producers sending one message at a time under `SyncData`, against
