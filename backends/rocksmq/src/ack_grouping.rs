@@ -60,7 +60,9 @@ impl AckWrite {
     }
 }
 
-/// The longest pause between two attempts to write grouped acks that keep failing.
+/// The shortest and longest pauses between two attempts to write grouped acks that keep
+/// failing (the pause doubles from the grouping interval, within these bounds).
+const MIN_RETRY: Duration = Duration::from_millis(10);
 const MAX_RETRY: Duration = Duration::from_secs(1);
 
 /// The background writer of grouped acks; idle (no thread) under [`AckWrite::Immediate`].
@@ -171,7 +173,7 @@ fn run(shared: &Shared, queue: &Weak<Inner>, within: Duration) {
         pause = match (Rocksmq { inner }).flush_acks() {
             Ok(()) => within,
             Err(error) => {
-                let next = (pause * 2).clamp(within.max(Duration::from_millis(10)), MAX_RETRY);
+                let next = (pause * 2).min(MAX_RETRY).max(MIN_RETRY);
                 tracing::warn!(%error, retry_in = ?next, "rocksmq: writing grouped acks failed; they stay staged");
                 shared.armed.store(true, Ordering::Release);
                 next

@@ -162,3 +162,34 @@ async fn a_grouping_interval_above_a_minute_is_refused() {
     );
     Rocksmq::open(options(&dir, AckWrite::MAX_GROUPING)).expect("a minute is allowed");
 }
+
+#[tokio::test]
+async fn a_failed_group_write_keeps_the_thread_writing_the_next_acks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Longer than the longest retry pause, so that the pause after a failure is bounded by it.
+    let within = Duration::from_millis(1100);
+    let (client, _consumer, _messages) = consumer_with(&dir, within, 0).await;
+    let engine = client.engine().clone();
+    let wait_for = |expected: u64| {
+        let engine = engine.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while position(&engine) != expected {
+                assert!(
+                    Instant::now() < deadline,
+                    "position {expected} never written"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    // A group that does not exist fails its write (staging does not read the record); the
+    // other group's ack is written by the same write, and the error is logged, not fatal.
+    engine
+        .ack_as_configured("t", "ghost", 2)
+        .expect("checked, staged");
+    engine.ack_as_configured("t", "g", 3).expect("staged");
+    wait_for(4).await;
+    engine.ack_as_configured("t", "g", 5).expect("staged");
+    wait_for(6).await;
+}
