@@ -23,7 +23,9 @@ use crate::{Rocksmq, Subscription};
 /// Every consumer gets a process-unique delivery epoch, renewed on each seek; acking a message
 /// carrying another epoch (from before a seek, or from another consumer) is
 /// `Error::StaleDelivery`. It holds the subscription's lease (subscriptions are exclusive)
-/// until closed or dropped.
+/// until closed or dropped. `ack` writes the position as the queue's [`crate::AckWrite`] says:
+/// before it returns (the default), or grouped by a background thread; `close` writes what
+/// this subscription has staged.
 pub struct RocksmqConsumer {
     subscription: Subscription,
     /// Read but not yet handed over, in order.
