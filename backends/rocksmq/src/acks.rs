@@ -40,6 +40,9 @@ use crate::Rocksmq;
 #[derive(Debug, Default)]
 pub(crate) struct StagedAcks {
     by_topic: HashMap<u64, HashMap<String, Staged>>,
+    /// Set by [`Rocksmq::close`] once it wrote what was staged: nothing is staged after that
+    /// (it would never be written), staging is `Error::Closed`.
+    closed: bool,
 }
 
 #[derive(Debug)]
@@ -55,7 +58,10 @@ struct Staged {
 }
 
 impl StagedAcks {
-    fn stage(&mut self, topic_id: u64, topic: &str, group: &str, id: u64) {
+    fn stage(&mut self, topic_id: u64, topic: &str, group: &str, id: u64) -> Result<()> {
+        if self.closed {
+            return Err(Error::Closed("rocksmq client"));
+        }
         let groups = self.by_topic.entry(topic_id).or_default();
         match groups.get_mut(group) {
             Some(staged) => staged.acked = Some(staged.acked.map_or(id, |a| a.max(id))),
@@ -71,6 +77,7 @@ impl StagedAcks {
                 );
             }
         }
+        Ok(())
     }
 
     /// Forgets what `group` of topic `topic_id` has staged (a seek moved it), and where it
@@ -128,7 +135,7 @@ impl Rocksmq {
     pub fn ack(&self, topic: &str, group: &str, id: u64) -> Result<()> {
         let topic_id = self.checked_ack(topic, group, id)?;
         let mut staged = lock(&self.inner.groups);
-        staged.stage(topic_id, topic, group, id);
+        staged.stage(topic_id, topic, group, id)?;
         write_staged(&self.inner.store, &mut staged, Some((topic_id, group)))
     }
 
@@ -146,6 +153,15 @@ impl Rocksmq {
         }
     }
 
+    /// [`Rocksmq::close`]'s last word on acks: writes what is staged, and refuses staging from
+    /// then on, so that no ack made concurrently with closing is staged after this write and
+    /// silently never written.
+    pub(crate) fn close_acks(&self) -> Result<()> {
+        let mut staged = lock(&self.inner.groups);
+        staged.closed = true;
+        write_staged(&self.inner.store, &mut staged, None)
+    }
+
     /// Writes what `group` of `topic` has staged (nothing to do when it staged nothing): a
     /// consumer closing, or a group subscribed again, starts from every ack made so far.
     pub(crate) fn flush_group_acks(&self, topic: &str, group: &str) -> Result<()> {
@@ -158,8 +174,7 @@ impl Rocksmq {
     /// [`Rocksmq::ack`] does, and stages it: the next [`Rocksmq::flush_acks`] writes it.
     pub fn stage_ack(&self, topic: &str, group: &str, id: u64) -> Result<()> {
         let topic_id = self.checked_ack(topic, group, id)?;
-        lock(&self.inner.groups).stage(topic_id, topic, group, id);
-        Ok(())
+        lock(&self.inner.groups).stage(topic_id, topic, group, id)
     }
 
     /// Writes every staged acknowledgement of the queue in one unsynced write: a power cut can

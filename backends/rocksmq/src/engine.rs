@@ -317,7 +317,7 @@ impl Rocksmq {
                 tracing::warn!("rocksmq: the retention thread panicked");
             }
         }
-        if let Err(error) = self.flush_acks() {
+        if let Err(error) = self.close_acks() {
             tracing::warn!(%error, "rocksmq: writing the staged acks at close failed");
         }
         {

@@ -7,7 +7,10 @@
 //! deschedules the runtime's thread right after the hand-off, the other thread may finish
 //! first and the operation completes at its first poll without having blocked anything (seen
 //! once in CI on two busy cores). So the checks count, and fail only when most operations let
-//! nothing else run, which is what a blocking implementation does every time.
+//! nothing else run, which is what a blocking implementation does every time. For synced
+//! sends the bar is a quarter of 40: with two processes spinning on the two cores beside it,
+//! one run in thirty saw only 8 of 20 sends let the ticker run (a blocking send lets it run
+//! in none).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,7 +44,7 @@ async fn synced_writes_leave_the_runtime_free() {
         }
     });
 
-    const SENDS: usize = 20;
+    const SENDS: usize = 40;
     let producer = client.create_producer("t").await.expect("producer");
     let mut free_sends = 0;
     for i in 0..SENDS {
@@ -51,7 +54,7 @@ async fn synced_writes_leave_the_runtime_free() {
         free_sends += usize::from(ran);
     }
     assert!(
-        free_sends * 2 >= SENDS,
+        free_sends * 4 >= SENDS,
         "only {free_sends} of {SENDS} synced sends let the runtime run anything else"
     );
 

@@ -189,3 +189,58 @@ async fn a_failed_group_write_keeps_the_thread_writing_the_next_acks() {
     engine.ack_as_configured("t", "g", 5).expect("staged");
     written(&engine, 6).await;
 }
+
+/// Closing the queue while a consumer acks: every ack that returned `Ok` is in the reopened
+/// database (close writes what is staged and refuses staging after that write), at whatever
+/// moment of the acking the close lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_that_returned_survives_a_concurrent_close() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    for round in 0..12u64 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let within = Duration::from_secs(60);
+        let client = RocksmqClient::open(options(&dir, within)).expect("open");
+        let mut consumer = client
+            .subscribe(ConsumerOptions::new("t", "g"))
+            .await
+            .expect("subscribe");
+        let producer = client.create_producer("t").await.expect("producer");
+        let batch = (0..2_000).map(|_| ProducerMessage::new("m")).collect();
+        producer.send_batch(batch).await.expect("send");
+        let mut messages = Vec::new();
+        while messages.len() < 2_000 {
+            messages.extend(consumer.recv_batch(2_000).await.expect("recv"));
+        }
+        let acked = Arc::new(AtomicU64::new(0));
+        let acker = consumer.acker();
+        let acking = {
+            let acked = acked.clone();
+            tokio::spawn(async move {
+                for (n, message) in messages.iter().enumerate() {
+                    if acker.ack(message).await.is_err() {
+                        break;
+                    }
+                    acked.store(n as u64 + 1, Ordering::Release);
+                }
+            })
+        };
+        // Close once the acker is `round`/12 of the way through (an event, not a sleep).
+        let close_after = 1 + round * 2_000 / 12;
+        while acked.load(Ordering::Acquire) < close_after {
+            tokio::task::yield_now().await;
+        }
+        client.engine().close();
+        acking.await.expect("acking task");
+        let returned = acked.load(Ordering::Acquire);
+        drop(consumer);
+        drop(client);
+        let mq = Rocksmq::open(options(&dir, within)).expect("reopen");
+        assert!(
+            position(&mq) > returned,
+            "round {round}: acks up to message {returned} returned Ok, the position is {}",
+            position(&mq)
+        );
+    }
+}
