@@ -15,7 +15,9 @@
 //!   after a seek or a re-creation.
 //! - Until a flush returns `Ok`, a staged ack may be lost with the process: its messages are
 //!   delivered again (at least once, never a skip). A failed write leaves the acks staged, and
-//!   the next flush tries again; [`Rocksmq::close`] flushes what is left.
+//!   the next flush tries again. [`Rocksmq::close`] flushes what is left and refuses staging
+//!   from then on (`Error::Closed`), so nothing staged concurrently with it goes unwritten;
+//!   dropping the last handle of the queue flushes what is left too.
 //! - A seek of the group, or deleting the group or its topic, discards what the group had
 //!   staged: an ack from before a seek never moves the group past where the seek put it.
 
