@@ -75,7 +75,12 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         let closer = session.closer();
         loop {
             let deadline = session.read_deadline();
+            // Biased: once `drop_connections` was called, no further command of this
+            // connection is executed, even one already read (an unbiased pick could execute a
+            // PUB that arrived after the drop and then drop its answer, so the client would
+            // publish it again: a duplicate no real connection loss after the call produces).
             let read = tokio::select! {
+                biased;
                 _ = dropped.changed() => {
                     writer.abort();
                     break;
