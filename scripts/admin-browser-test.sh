@@ -72,7 +72,15 @@ start_admin() {
 }
 stop_admin() { kill "$admin_pid"; wait "$admin_pid" || true; admin_pid=""; }
 
-check() { NODE_PATH="$cache/node_modules" node scripts/admin-browser-test.mjs "$@"; }
+# On failure, says whether `msgstream admin` was still running and what it wrote to stderr.
+check() {
+  NODE_PATH="$cache/node_modules" node scripts/admin-browser-test.mjs "$@" && return 0
+  local state="had exited"
+  kill -0 "$admin_pid" 2>/dev/null && state="was still running"
+  echo "admin-browser-test: the page check failed; msgstream admin $state; its stderr:" >&2
+  cat "$tmp/admin.err" >&2
+  return 1
+}
 
 start_admin
 first=$(check "$url" --expect-holder tt-b --screenshot "$screenshot")
