@@ -165,9 +165,14 @@ impl Rocksmq {
     }
 
     /// Writes what `group` of `topic` has staged (nothing to do when it staged nothing): a
-    /// consumer closing, or a group subscribed again, starts from every ack made so far.
+    /// consumer closing, or a group subscribed again, starts from every ack made so far. A
+    /// topic that no longer exists has nothing staged (deleting it discarded that).
     pub(crate) fn flush_group_acks(&self, topic: &str, group: &str) -> Result<()> {
-        let topic_id = self.topic(topic)?.id;
+        self.check_open()?;
+        let Some(state) = self.inner.topics.get(topic) else {
+            return Ok(());
+        };
+        let topic_id = state.id;
         let mut staged = lock(&self.inner.groups);
         write_staged(&self.inner.store, &mut staged, Some((topic_id, group)))
     }

@@ -160,7 +160,7 @@ impl Rocksmq {
         self.inner.topics.require(topic)
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         self.inner.store.with(|_| Ok(()))
     }
 
