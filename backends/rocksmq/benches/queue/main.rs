@@ -31,6 +31,14 @@
 //!   a perfect group commit of raw `fdatasync`-ed writes driven the same way (`N` tasks, one
 //!   committer thread, `N` messages per synced write; see `durable.rs`).
 //!
+//! The bench runs with glibc's malloc thresholds fixed (`GLIBC_TUNABLES`, see
+//! [`ALLOCATOR_TUNABLES`]; it re-executes itself to set them) unless the caller set
+//! `GLIBC_TUNABLES` (an empty value runs with glibc's defaults). With the defaults, what a
+//! side's speed is depends on what ran before it: the raw reference of the tt case, which runs
+//! on the main thread, read 2.7–3.2 M records/s when run alone, trimming and regrowing the
+//! heap a thousand times, and 3.6–4.5 M after other cases or with these tunables, while ours
+//! moved by a few percent. Fixed, a case reads the same alone as in a full run.
+//!
 //! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (`produce`,
 //! `consume`, `latency`, `tt`, `durable`), e.g. for profiling one; `MSGSTREAM_BENCH_PAYLOADS`
 //! and `MSGSTREAM_BENCH_BATCHES` (comma-separated numbers) narrow the produce and consume cases.
@@ -145,7 +153,35 @@ fn batch_of(payload: &[u8], size: usize) -> Vec<ProducerMessage> {
         .collect()
 }
 
+/// glibc's malloc tunables the bench runs with: no heap trimming below 64 MiB of free top and
+/// no `mmap` for blocks below 32 MiB, so that neither side pays for returning memory to the
+/// kernel and faulting it back in (both thresholds otherwise adapt to what was freed before).
+const ALLOCATOR_TUNABLES: &str =
+    "glibc.malloc.trim_threshold=67108864:glibc.malloc.mmap_threshold=33554432";
+
+/// Runs this bench again as a child with [`ALLOCATOR_TUNABLES`] set, unless `GLIBC_TUNABLES`
+/// is already set; returns the child's exit code, or `None` to run the cases in this process.
+fn rerun_with_fixed_allocator() -> Option<i32> {
+    if std::env::var_os("GLIBC_TUNABLES").is_some() {
+        return None;
+    }
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let status = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env("GLIBC_TUNABLES", ALLOCATOR_TUNABLES)
+        .status()
+        .expect("re-run the bench with fixed allocator tunables");
+    Some(status.code().unwrap_or(1))
+}
+
 fn main() {
+    if let Some(code) = rerun_with_fixed_allocator() {
+        std::process::exit(code);
+    }
+    eprintln!(
+        "allocator: GLIBC_TUNABLES={}",
+        std::env::var("GLIBC_TUNABLES").unwrap_or_default()
+    );
     let scale = scale();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
