@@ -46,19 +46,21 @@ impl<T> RowVec<T> {
 
     /// Appends a value: the first one of an empty, never-allocated vector stays inline.
     pub fn push(&mut self, value: T) {
-        self.0 = match std::mem::replace(&mut self.0, Repr::Many(Vec::new())) {
-            Repr::Many(values) if values.capacity() == 0 => Repr::One(value),
-            Repr::Many(mut values) => {
-                values.push(value);
-                Repr::Many(values)
+        // Each case writes only what changes: moving the whole representation out and back
+        // (one `mem::replace`) cost the insert decode 32 more instructions per one-row insert
+        // (3 % of it, callgrind).
+        match &mut self.0 {
+            Repr::Many(values) if values.capacity() > 0 => values.push(value),
+            Repr::Many(_) => self.0 = Repr::One(value),
+            Repr::One(_) => {
+                if let Repr::One(first) = std::mem::replace(&mut self.0, Repr::Many(Vec::new())) {
+                    let mut values = Vec::with_capacity(4);
+                    values.push(first);
+                    values.push(value);
+                    self.0 = Repr::Many(values);
+                }
             }
-            Repr::One(first) => {
-                let mut values = Vec::with_capacity(4);
-                values.push(first);
-                values.push(value);
-                Repr::Many(values)
-            }
-        };
+        }
     }
 
     /// How many values it holds without allocating more (1 for an inline value).
