@@ -36,8 +36,8 @@
 //! `GLIBC_TUNABLES` (an empty value runs with glibc's defaults). With the defaults, what a
 //! side's speed is depends on what ran before it: the raw reference of the tt case, which runs
 //! on the main thread, read 2.7–3.2 M records/s when run alone, trimming and regrowing the
-//! heap a thousand times, and 3.6–4.5 M after other cases or with these tunables, while ours
-//! moved by a few percent. Fixed, a case reads the same alone as in a full run. A profiler
+//! heap a thousand times, and 3.2–4.6 M after other cases, 3.6–4.5 M with these tunables,
+//! while ours moved by a few percent. Fixed, a case reads the same alone as in a full run. A profiler
 //! that does not follow child processes (`valgrind` without `--trace-children=yes`) needs
 //! `GLIBC_TUNABLES` set by the caller (`GLIBC_TUNABLES= valgrind --tool=callgrind …`), so
 //! that the bench runs in the process it watches.
