@@ -46,6 +46,7 @@
 //! `consume`, `latency`, `tt`, `durable`), e.g. for profiling one; `MSGSTREAM_BENCH_PAYLOADS`
 //! and `MSGSTREAM_BENCH_BATCHES` (comma-separated numbers) narrow the produce and consume cases.
 
+mod consume;
 mod durable;
 mod latency;
 mod throughput;
@@ -196,7 +197,7 @@ fn main() {
         throughput::produce_cases(&runtime, &scale, &mut summary);
     }
     if wanted("consume") {
-        throughput::consume_cases(&runtime, &scale, &mut summary);
+        consume::consume_cases(&runtime, &scale, &mut summary);
     }
     if wanted("latency") {
         latency::latency_cases(&runtime, &scale, &mut summary);

@@ -18,7 +18,7 @@ use msgstream::stream::{MsgStream, StreamOptions};
 use msgstream::tt::TtMsgStream;
 use msgstream_rocksmq::RocksmqClient;
 
-use crate::throughput::{open_raw_same_files, settle};
+use crate::consume::{open_raw_same_files, settle};
 use crate::{median, paired_ratio, queue_options, queue_options_at, Scale, RUNS};
 
 const CHANNELS: usize = 16;
@@ -37,7 +37,7 @@ pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut 
     for run in 0..RUNS {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = runtime.block_on(fill(&dir, scale.tt_msgs as u64 / CHANNELS as u64));
-        settle(&dir);
+        settle(dir.path());
         for pass in 0..TT_PASSES {
             let raw_first = (run + pass) % 2 == 0;
             if raw_first {
@@ -143,7 +143,7 @@ async fn tt_read(path: std::path::PathBuf, data: u64, pass: usize) -> f64 {
 
 /// Raw RocksDB over the same (settled) files: every record of the messages column family.
 fn raw_read(dir: &tempfile::TempDir, data: u64) -> f64 {
-    let db = open_raw_same_files(dir);
+    let db = open_raw_same_files(dir.path());
     let cf = db.cf_handle("messages").expect("cf");
     let mut iter = db.raw_iterator_cf(cf);
     iter.seek_to_first();
