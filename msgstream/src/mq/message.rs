@@ -65,6 +65,7 @@ impl MessageId {
     }
 
     /// The 8-byte big-endian form used by backends whose ids are one `u64`.
+    #[inline]
     pub fn from_u64(id: u64) -> Self {
         let mut bytes = [0; INLINE];
         bytes[..8].copy_from_slice(&id.to_be_bytes());

@@ -73,6 +73,7 @@ pub(crate) fn checked_position(
 }
 
 /// A stored message as delivered (ids are inline: no allocation per message).
+#[inline(always)]
 pub(crate) fn to_message(topic: &SharedStr, stored: StoredMessage, delivery: Delivery) -> Message {
     Message {
         topic: topic.clone(),
