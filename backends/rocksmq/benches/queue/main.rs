@@ -9,15 +9,14 @@
 //!   with the same options (the physical reference), for 128 B and 1 KiB payloads and batches
 //!   of 1, 64 and 1024; each side keeps one database per case and writes it in 30 rounds of a
 //!   chunk each, the two chunks of a round back to back (see `throughput.rs`);
-//! - consume: the queue is filled and closed, and its files settled (WAL flushed, messages
-//!   compacted, so both sides read the same tables); then raw RocksDB opens those very files and
-//!   iterates the messages column family, copying each value into an owned `Bytes` (the least a
-//!   reader must do to hand a message on: the physical reference), and the reopened queue reads
-//!   everything with one consumer group through `Consumer::recv_batch` (batches of 1024, acking
-//!   each batch's last message, as the stream pumps do). Several passes per filled queue, each
-//!   from a freshly opened database. The verbose line also shows the engine's batch API
-//!   (`Subscription::consume`), and the raw iterator over a separately written
-//!   one-column-family database, whose files are laid out differently (it flushes later);
+//! - consume: the queue is filled and closed, its files settled (WAL flushed, messages
+//!   compacted) and copied twice; the queue reopened on one copy reads everything with one
+//!   consumer group through `Consumer::recv_batch` (batches of 1024, acking each batch's last
+//!   message, as the stream pumps do), the engine's batch API (`Subscription::consume`) reads
+//!   the second, and raw RocksDB iterates the third's messages column family, copying each
+//!   value into an owned `Bytes` (the least a reader must do to hand a message on: the
+//!   physical reference). The three read in 30 rounds of a chunk each, ours next to raw (see
+//!   `consume.rs`);
 //! - latency: produce→receive p50/p99 for one producer at 10,000 msgs/s and one waiting
 //!   consumer, and the same pacing through a plain `std::sync::mpsc` hand-off between two
 //!   threads (`case=latency_baseline`, the floor set by thread wake-ups on this machine); the
