@@ -32,11 +32,11 @@ const READ_CHUNK_BYTES: usize = 4 << 20;
 /// Memory a cursor keeps between reads, so that a steady consumer allocates nothing per read.
 ///
 /// The payloads of one read share a single buffer: the iterator pass copies them into it back
-/// to back, and each message's `Bytes` is split off it afterwards, so a read costs one allocation (more only if later payloads outgrow the estimate made
-/// from the first), not one per message. The cursor keeps the buffer's
-/// empty tail; once every message split off it has been dropped, the next read reclaims the whole
-/// buffer in place (memory already mapped and in cache). While messages are still held, the next
-/// read starts a new buffer. So a cursor keeps at most one read's buffer (≤ 4 MiB plus one
+/// to back, and each message's `Bytes` is split off it afterwards, so a read costs one
+/// allocation (more only if later payloads outgrow the estimate made from the first), not one
+/// per message. The cursor keeps the buffer's empty tail; once every message split off it has
+/// been dropped, the next read reclaims the whole buffer in place (memory already mapped and
+/// in cache). While messages are still held, the next read starts a new buffer. So a cursor keeps at most one read's buffer (≤ 4 MiB plus one
 /// payload) alive beyond what the caller holds.
 #[derive(Debug, Default)]
 pub(crate) struct ReadScratch {
