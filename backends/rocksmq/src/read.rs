@@ -36,8 +36,9 @@ const READ_CHUNK_BYTES: usize = 4 << 20;
 /// allocation (more only if later payloads outgrow the estimate made from the first), not one
 /// per message. The cursor keeps the buffer's empty tail; once every message split off it has
 /// been dropped, the next read reclaims the whole buffer in place (memory already mapped and
-/// in cache). While messages are still held, the next read starts a new buffer. So a cursor keeps at most one read's buffer (≤ 4 MiB plus one
-/// payload) alive beyond what the caller holds.
+/// in cache). While messages are still held, the next read starts a new buffer. So a cursor
+/// keeps at most one read's buffer (≤ 4 MiB plus one payload) alive beyond what the caller
+/// holds.
 #[derive(Debug, Default)]
 pub(crate) struct ReadScratch {
     buffer: BytesMut,
