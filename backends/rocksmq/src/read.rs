@@ -38,7 +38,8 @@ const READ_CHUNK_BYTES: usize = 4 << 20;
 /// been dropped, the next read reclaims the whole buffer in place (memory already mapped and
 /// in cache). While messages are still held, the next read starts a new buffer. So a cursor
 /// keeps at most one read's buffer (≤ 4 MiB plus one payload) alive beyond what the caller
-/// holds.
+/// holds, and room for the ids and lengths of its largest read (40 bytes per message: 40 KiB
+/// for the consumers' default buffer of 1024).
 #[derive(Debug, Default)]
 pub(crate) struct ReadScratch {
     buffer: BytesMut,
