@@ -43,7 +43,7 @@ pub use durability::Durability;
 pub use engine::{LostMessages, Rocksmq};
 pub use group::GroupInfo;
 pub use options::RocksmqOptions;
-pub use read::StoredMessage;
+pub use read::{StoredMessage, BACKLOG_READAHEAD_BYTES};
 pub use retention::{RetentionProgress, RetentionReport};
 pub use store::{column_family_options, database_options};
 pub use subscription::{Subscription, TopicReader};

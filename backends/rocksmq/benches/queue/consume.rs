@@ -1,9 +1,12 @@
 //! Consume throughput, ours against raw RocksDB iterating the very same files.
 //!
 //! Each filled queue is settled, then copied, so that ours, the engine's batch API and raw
-//! RocksDB each read identical files of their own, all three open at once. Each side then reads
-//! its copy in `CONSUME_ROUNDS` chunks, the chunks of a round back to back (ours always next to
-//! raw, which side of it alternates): a pair is measured within a few hundredths of a second,
+//! RocksDB each read identical files of their own, all open at once. Raw RocksDB reads twice
+//! over: with default read options (the reference of `case=consume`), and with the readahead
+//! the queue gives its backlog reads (`case=consume_same_readahead`), which tells what the
+//! queue's own code costs from what its tuning wins. Each side then reads its copy in
+//! `CONSUME_ROUNDS` chunks, the chunks of a round back to back (ours always between the two raw
+//! readers, which one first alternating): a pair is measured within a few hundredths of a second,
 //! while this machine's speed drifts by a fifth from one second to the next. Before 2026-12-03,
 //! each side read whole passes from freshly opened databases seconds apart, and one
 //! invocation's median could not be trusted (the same code read 0.82 to 1.06).
@@ -12,7 +15,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use msgstream::mq::{Client, Consumer, ConsumerOptions, InitialPosition};
-use msgstream_rocksmq::{column_family_options, database_options, RocksmqClient, Subscription};
+use msgstream_rocksmq::{
+    column_family_options, database_options, RocksmqClient, Subscription, BACKLOG_READAHEAD_BYTES,
+};
 use rocksdb::{ColumnFamilyDescriptor, DBRawIterator, DB};
 
 use crate::{batch_of, chosen, median, paired_ratio, queue_options, Scale};
@@ -34,20 +39,27 @@ pub fn consume_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
         } else {
             scale.consume_msgs / 4
         };
-        let (mut ours, mut engine, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut ours, mut engine, mut raw, mut raw_ahead) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..CONSUME_RUNS {
             let rates = runtime.block_on(consume_run(payload, total));
             ours.extend(rates.ours);
             engine.extend(rates.engine);
             raw.extend(rates.raw);
+            raw_ahead.extend(rates.raw_ahead);
         }
         let (ratio, engine_ratio) = (paired_ratio(&ours, &raw), paired_ratio(&engine, &raw));
-        let (ours, engine, raw) = (median(ours), median(engine), median(raw));
+        let ahead_ratio = paired_ratio(&ours, &raw_ahead);
+        let (ours, engine, raw, raw_ahead) =
+            (median(ours), median(engine), median(raw), median(raw_ahead));
         println!(
-            "consume payload={payload}: ours {ours:.0} msgs/s (engine batches {engine:.0} msgs/s, ratio {engine_ratio:.2}), raw iterator over the same files {raw:.0} msgs/s"
+            "consume payload={payload}: ours {ours:.0} msgs/s (engine batches {engine:.0} msgs/s, ratio {engine_ratio:.2}), raw iterator over the same files {raw:.0} msgs/s, with the queue's readahead {raw_ahead:.0} msgs/s"
         );
         summary.push(format!(
             "case=consume payload={payload} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={ratio:.2}"
+        ));
+        summary.push(format!(
+            "case=consume_same_readahead payload={payload} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw_ahead:.0} ratio={ahead_ratio:.2}"
         ));
     }
 }
@@ -57,17 +69,20 @@ struct Rates {
     ours: Vec<f64>,
     engine: Vec<f64>,
     raw: Vec<f64>,
+    /// Raw RocksDB reading ahead as the queue's backlog reads do.
+    raw_ahead: Vec<f64>,
 }
 
 /// Fills a queue with `total` messages of `payload` bytes, settles and copies it, and reads the
-/// three copies in rounds.
+/// four copies in rounds.
 async fn consume_run(payload: usize, total: usize) -> Rates {
-    let dirs = [(); 3].map(|()| tempfile::tempdir().expect("tempdir"));
-    let [ours_dir, engine_dir, raw_dir] = &dirs;
+    let dirs = [(); 4].map(|()| tempfile::tempdir().expect("tempdir"));
+    let [ours_dir, engine_dir, raw_dir, ahead_dir] = &dirs;
     let count = fill_queue(ours_dir, payload, total).await;
     settle(ours_dir.path());
-    copy_dir(ours_dir.path(), engine_dir.path());
-    copy_dir(ours_dir.path(), raw_dir.path());
+    for copy in [engine_dir, raw_dir, ahead_dir] {
+        copy_dir(ours_dir.path(), copy.path());
+    }
     let per_round = count / READ_BATCH / CONSUME_ROUNDS * READ_BATCH;
 
     let ours_client = RocksmqClient::open(queue_options(ours_dir)).expect("open");
@@ -82,32 +97,52 @@ async fn consume_run(payload: usize, total: usize) -> Rates {
         .expect("group");
     let mut subscription = engine.subscribe("bench", "engine").expect("subscribe");
     let raw_db = open_raw_same_files(raw_dir.path());
+    // Opened before either iterator: a round takes both as one type, borrowing both databases alike.
+    let ahead_db = open_raw_same_files(ahead_dir.path());
     let mut raw_iter = raw_db.raw_iterator_cf(raw_db.cf_handle("messages").expect("cf"));
     raw_iter.seek_to_first();
+    let mut ahead_options = rocksdb::ReadOptions::default();
+    ahead_options.set_readahead_size(BACKLOG_READAHEAD_BYTES);
+    let mut ahead_iter =
+        ahead_db.raw_iterator_cf_opt(ahead_db.cf_handle("messages").expect("cf"), ahead_options);
+    ahead_iter.seek_to_first();
 
     let mut rates = Rates {
         ours: Vec::new(),
         engine: Vec::new(),
         raw: Vec::new(),
+        raw_ahead: Vec::new(),
     };
     for round in 0..CONSUME_ROUNDS {
-        if round % 2 == 0 {
-            rates.raw.push(read_raw(&mut raw_iter, payload, per_round));
+        // Even rounds: engine, raw, ours, raw with readahead; odd rounds the other way round.
+        let even = round % 2 == 0;
+        let (first, second) = if even {
+            (&mut raw_iter, &mut ahead_iter)
         } else {
+            (&mut ahead_iter, &mut raw_iter)
+        };
+        if even {
             rates
                 .engine
                 .push(read_engine(&mut subscription, payload, per_round));
         }
+        let before = read_raw(first, payload, per_round);
         rates
             .ours
             .push(read_ours(consumer.as_mut(), payload, per_round).await);
-        if round % 2 == 0 {
+        let after = read_raw(second, payload, per_round);
+        if !even {
             rates
                 .engine
                 .push(read_engine(&mut subscription, payload, per_round));
-        } else {
-            rates.raw.push(read_raw(&mut raw_iter, payload, per_round));
         }
+        let (raw, ahead) = if even {
+            (before, after)
+        } else {
+            (after, before)
+        };
+        rates.raw.push(raw);
+        rates.raw_ahead.push(ahead);
     }
     consumer.close().await;
     ours_client.close().await;
