@@ -259,14 +259,14 @@ impl ReadScratch {
 /// RocksDB reads ahead in a table file only once an iterator has read two blocks from it one
 /// after the other, starting at 8 KiB and doubling up to 256 KiB, and that state lives in the
 /// iterator. A read makes an iterator of its own (see [`Cursor`]), so a consumer working through
-/// a backlog started from nothing every 1,024 messages: one `pread` per table block at first,
-/// then small ones. A fixed readahead from the first block on reads the whole batch in a few
-/// calls. The consume bench (2026-12-03, 128 B messages) went from 0.84 to 0.93–0.97 × raw
-/// RocksDB, the engine's batch API from 0.91–0.93 to 1.01–1.04; 1 KiB messages from 0.86–0.88
-/// to 1.11–1.14 (raw's single iterator only ever reaches the automatic readahead). Blocks in
-/// the block cache are not read at all, and a read of the memtable reads no file, so a tailing
-/// consumer pays nothing; a read expecting few messages keeps RocksDB's automatic readahead,
-/// so that it does not read 64 KiB for a handful of them.
+/// a backlog started over every 1,024 messages from single block reads. A fixed readahead from
+/// the first block on reads the batch in a few calls. The consume bench (2026-12-03) went from
+/// 0.84 to 0.93–0.97 × raw RocksDB with default read options at 128 B, from 0.86–0.88 to
+/// 1.15–1.18 at 1 KiB, the tt stream from 0.52–0.54 to 0.60–0.63; raw RocksDB given the same
+/// readahead reads faster too (ours 0.80–0.84 of it). Blocks in the block cache are not read
+/// at all, and a read of the memtable reads no file, so a tailing consumer pays nothing; a read
+/// expecting few messages keeps RocksDB's automatic readahead, so that it does not read 64 KiB
+/// for a handful of them.
 fn backlog_read_options(expected: usize) -> rocksdb::ReadOptions {
     let mut options = rocksdb::ReadOptions::default();
     if expected >= READAHEAD_MIN_MESSAGES {
