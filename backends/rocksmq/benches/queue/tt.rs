@@ -1,6 +1,9 @@
 //! The timetick-aligned stream end to end over rocksmq: a `TtMsgStream` consuming 16 filled
 //! channels, against raw RocksDB iterating the same files (every record of those channels,
-//! ticks included, each value copied out). Both rates count the data messages delivered.
+//! ticks included, each value copied out). Both rates count the data messages delivered. Raw
+//! RocksDB reads each database twice per pass, with default read options (`case=tt_rocksmq`,
+//! #13's reference) and with the readahead the queue gives its backlog reads
+//! (`case=tt_rocksmq_same_readahead`), as the consume case does.
 //!
 //! The consuming loop runs as a task on the bench's two-worker runtime, beside the stream's
 //! pumps, as an application's consumers run (and as the NSQ bench drives both of its sides).
@@ -16,7 +19,7 @@ use msgstream::mq::{Client, InitialPosition};
 use msgstream::msg::{Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
 use msgstream::stream::{MsgStream, StreamOptions};
 use msgstream::tt::TtMsgStream;
-use msgstream_rocksmq::RocksmqClient;
+use msgstream_rocksmq::{RocksmqClient, BACKLOG_READAHEAD_BYTES};
 
 use crate::consume::{open_raw_same_files, settle};
 use crate::{median, paired_ratio, queue_options, queue_options_at, Scale, RUNS};
@@ -33,7 +36,7 @@ const TT_PASSES: usize = 3;
 /// Adds the `case=tt_rocksmq` line: medians over `RUNS` filled databases, each read
 /// `TT_PASSES` times by both sides (which goes first alternates).
 pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
-    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    let (mut ours, mut raw, mut raw_ahead) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..RUNS {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = runtime.block_on(fill(&dir, scale.tt_msgs as u64 / CHANNELS as u64));
@@ -41,7 +44,8 @@ pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut 
         for pass in 0..TT_PASSES {
             let raw_first = (run + pass) % 2 == 0;
             if raw_first {
-                raw.push(raw_read(&dir, data));
+                raw_ahead.push(raw_read(&dir, data, true));
+                raw.push(raw_read(&dir, data, false));
             }
             let path = dir.path().to_path_buf();
             ours.push(
@@ -50,14 +54,18 @@ pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut 
                     .expect("tt read task"),
             );
             if !raw_first {
-                raw.push(raw_read(&dir, data));
+                raw.push(raw_read(&dir, data, false));
+                raw_ahead.push(raw_read(&dir, data, true));
             }
         }
     }
-    let ratio = paired_ratio(&ours, &raw);
-    let (ours, raw) = (median(ours), median(raw));
+    let (ratio, ahead_ratio) = (paired_ratio(&ours, &raw), paired_ratio(&ours, &raw_ahead));
+    let (ours, raw, raw_ahead) = (median(ours), median(raw), median(raw_ahead));
     summary.push(format!(
         "case=tt_rocksmq channels={CHANNELS} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw:.0} ratio={ratio:.2}"
+    ));
+    summary.push(format!(
+        "case=tt_rocksmq_same_readahead channels={CHANNELS} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw_ahead:.0} ratio={ahead_ratio:.2}"
     ));
 }
 
@@ -141,11 +149,16 @@ async fn tt_read(path: std::path::PathBuf, data: u64, pass: usize) -> f64 {
     rate
 }
 
-/// Raw RocksDB over the same (settled) files: every record of the messages column family.
-fn raw_read(dir: &tempfile::TempDir, data: u64) -> f64 {
+/// Raw RocksDB over the same (settled) files: every record of the messages column family, with
+/// default read options or (`readahead`) the queue's backlog readahead.
+fn raw_read(dir: &tempfile::TempDir, data: u64, readahead: bool) -> f64 {
     let db = open_raw_same_files(dir.path());
     let cf = db.cf_handle("messages").expect("cf");
-    let mut iter = db.raw_iterator_cf(cf);
+    let mut options = rocksdb::ReadOptions::default();
+    if readahead {
+        options.set_readahead_size(BACKLOG_READAHEAD_BYTES);
+    }
+    let mut iter = db.raw_iterator_cf_opt(cf, options);
     iter.seek_to_first();
     let start = Instant::now();
     let mut records = 0u64;
