@@ -33,8 +33,10 @@ const TICK_EVERY: u64 = 64;
 /// over `RUNS × TT_PASSES` passes (pairs, for the ratio).
 const TT_PASSES: usize = 3;
 
-/// Adds the `case=tt_rocksmq` line: medians over `RUNS` filled databases, each read
-/// `TT_PASSES` times by both sides (which goes first alternates).
+/// Adds the `case=tt_rocksmq` and `case=tt_rocksmq_same_readahead` lines: medians over `RUNS`
+/// filled databases, each read `TT_PASSES` times by ours and both raw readers (whether ours or
+/// raw goes first alternates; the raw readers follow each other, ours always next to the one
+/// with default options).
 pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
     let (mut ours, mut raw, mut raw_ahead) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..RUNS {
