@@ -12,6 +12,7 @@ mod repack;
 #[cfg(test)]
 mod rollback_tests;
 pub(crate) mod signal;
+pub(crate) mod spares;
 
 pub(crate) use commit::CommitLog;
 pub use options::{StreamOptions, MAX_BUFFER};

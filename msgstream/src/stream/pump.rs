@@ -26,6 +26,7 @@ use super::batch::{Batch, LONG_RUN};
 use super::commit::AckToken;
 use super::queue::Queue;
 use super::signal::PumpSignal;
+use super::spares::Spares;
 use super::StreamOptions;
 use futures::FutureExt;
 
@@ -53,6 +54,11 @@ struct Parked {
     /// with (a channel ticks at a steady rate, mostly), so that they neither grow (a growth
     /// copies every message moved so far) nor take room for a whole receive each.
     run_hint: usize,
+    /// Whether the last receive ended inside a run (its last batch has no closing tick): the
+    /// next receive then closes its first batch at its first tick, however short, so that the
+    /// run's tail joins the rest of its run in the aligner as a block of its own instead of
+    /// riding with the next run (a batch of two runs is taken apart message by message).
+    mid_run: bool,
 }
 
 /// Where to put a channel back if a seek of a later channel fails.
@@ -80,6 +86,7 @@ struct Slot {
     tx: Queue,
     state: SlotState,
     signal: Arc<PumpSignal>,
+    spares: Arc<Spares>,
 }
 
 /// The pumps of one stream, one per channel, in subscription order.
@@ -87,6 +94,8 @@ pub(crate) struct Pumps {
     registry: Arc<DecoderRegistry>,
     cumulative_acks: bool,
     batch: usize,
+    /// Room of each channel's spares, in messages: what a stream's queue holds.
+    spare_room: usize,
     slots: Vec<Slot>,
 }
 
@@ -111,6 +120,7 @@ impl Pumps {
             registry: options.registry.clone(),
             cumulative_acks: client.capabilities().ordering == Ordering::Strict,
             batch: options.buffer.clamp(1, MAX_BATCH),
+            spare_room: options.buffer.max(1),
             slots: Vec::new(),
         }
     }
@@ -143,8 +153,10 @@ impl Pumps {
                 pending: VecDeque::new(),
                 first_received: None,
                 run_hint: 0,
+                mid_run: false,
             })),
             signal: Arc::new(PumpSignal::default()),
+            spares: Arc::new(Spares::new(self.spare_room)),
         });
         self.start(index);
         (index, acker)
@@ -162,6 +174,11 @@ impl Pumps {
     /// What the pump of channel `index` publishes (ticks queued, messages held).
     pub(crate) fn signal(&self, index: usize) -> Option<&Arc<PumpSignal>> {
         self.slots.get(index).map(|s| &s.signal)
+    }
+
+    /// Where the stream hands back the emptied vectors of channel `index`'s batches.
+    pub(crate) fn spares(&self, index: usize) -> Option<&Arc<Spares>> {
+        self.slots.get(index).map(|s| &s.spares)
     }
 
     /// Received messages held by the pumps before their queues, all channels together.
@@ -199,6 +216,7 @@ impl Pumps {
             batch: self.batch,
             tx: slot.tx.clone(),
             signal: slot.signal.clone(),
+            spares: slot.spares.clone(),
         };
         let name = slot.channel.clone();
         let tx = slot.tx.clone();
@@ -266,6 +284,7 @@ impl Pumps {
         let result = parked.consumer.seek(id, inclusive).await;
         let result = result.map(|()| {
             parked.pending.clear();
+            parked.mid_run = false;
             parked.first_received.take()
         });
         if result.is_ok() {
@@ -366,6 +385,7 @@ struct PumpContext {
     batch: usize,
     tx: Queue,
     signal: Arc<PumpSignal>,
+    spares: Arc<Spares>,
 }
 
 impl PumpContext {
@@ -477,11 +497,20 @@ impl PumpContext {
                     crate::metrics::get().consumed(&first.topic, batch.len() as u64, bytes);
                 }
                 let mut left = batch.len();
-                let room = |left: usize, hint: usize| match hint {
-                    0 => left,
-                    hint => left.min(hint + hint / 4 + 1),
+                // A whole run's room, from the last run's length (0: none seen yet).
+                let whole = |hint: usize| match hint {
+                    0 => 0,
+                    hint => hint + hint / 4 + 1,
                 };
-                let mut run = Batch::new(channel, generation, room(left, parked.run_hint));
+                let room = |left: usize, hint: usize| match whole(hint) {
+                    0 => left,
+                    whole => left.min(whole),
+                };
+                let hint = parked.run_hint;
+                let mut run = self
+                    .spares
+                    .batch(channel, generation, room(left, hint), whole(hint));
+                let mut tail = std::mem::take(&mut parked.mid_run);
                 // By reference: moving each 112-byte message out of the batch and on to the
                 // decode stalled on store forwarding (half of this loop's own time).
                 for msg in &mut batch {
@@ -492,17 +521,24 @@ impl PumpContext {
                         Ok(()) if !run.ends_with_tick() => continue,
                         Ok(()) => {
                             run.ticks += 1;
-                            if run.msgs.len() < LONG_RUN {
+                            let ends_tail = std::mem::take(&mut tail);
+                            if run.msgs.len() < LONG_RUN && !ends_tail {
                                 continue;
                             }
-                            parked.run_hint = run.msgs.len();
+                            if run.msgs.len() >= LONG_RUN {
+                                parked.run_hint = run.msgs.len();
+                            }
                         }
                         Err(error) => run.failure = Some((error, Some(AckToken::from(&*msg)))),
                     }
-                    let next = Batch::new(channel, generation, room(left, parked.run_hint));
+                    let hint = parked.run_hint;
+                    let next =
+                        self.spares
+                            .batch(channel, generation, room(left, hint), whole(hint));
                     parked.pending.push_back(std::mem::replace(&mut run, next));
                 }
                 if run.len() > 0 {
+                    parked.mid_run = run.failure.is_none() && !run.ends_with_tick();
                     parked.pending.push_back(run);
                 }
                 None
@@ -567,3 +603,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "pump_tests.rs"]
+mod tests;

@@ -346,15 +346,23 @@ impl TtMsgStream {
                 side.took_ticks(channel, 1);
             }
             let data = done.len() - usize::from(passed_tick);
-            let mut done = done.into_iter();
+            let mut done = done;
             side.commits
-                .received_all(channel, done.by_ref().take(data), false);
-            side.commits.received_all(channel, done, true);
+                .received_all(channel, done.drain(..data), false);
+            side.commits.received_all(channel, done.drain(..), true);
+            let spares = side.pumps.spares(channel);
+            if let Some(spares) = spares {
+                spares.give_back_tokens(done);
+            }
             if let Err(error) = pushed {
                 batch.msgs = msgs.into();
                 batch.ends = ends.into();
                 side.receivers.get_mut(channel)?.unread(batch);
                 return Some(Err(error));
+            }
+            if let Some(spares) = spares {
+                // The aligner's emptied vectors, given in exchange for the block.
+                spares.give_back(msgs, ends);
             }
             if let Some((error, token)) = batch.failure.take() {
                 if let Some(token) = token {

@@ -1,0 +1,123 @@
+//! How a pump cuts what it receives into batches.
+
+use super::*;
+use crate::mem::MemoryClient;
+use crate::mq::{ConsumerOptions, Delivery};
+use crate::msg::{InsertRequest, MsgBase, MsgType};
+use crate::stream::queue::queue;
+
+/// An insert at `ts` (`tick`: a timetick at `ts`) as a received message with id `ts`.
+fn received(ts: u64, tick: bool) -> Message {
+    let msg = if tick {
+        TsMsg::time_tick(ts)
+    } else {
+        TsMsg::new(MsgBody::Insert(InsertRequest {
+            base: Some(MsgBase::new(MsgType::Insert as i32, ts as i64, ts)),
+            timestamps: [ts].into(),
+            num_rows: 1,
+            ..Default::default()
+        }))
+    };
+    Message {
+        topic: SharedStr::interned("ch"),
+        id: MessageId::from_u64(ts),
+        payload: msg.encode(),
+        properties: Properties::new(),
+        delivery: Delivery::default(),
+    }
+}
+
+/// Messages `from..to`, a timetick at every multiple of `tick_every`.
+fn run_of(from: u64, to: u64, tick_every: u64) -> Vec<Message> {
+    (from..to)
+        .map(|ts| received(ts, ts % tick_every == 0))
+        .collect()
+}
+
+async fn pump() -> (PumpContext, Parked) {
+    let client = MemoryClient::new();
+    client.create_producer("ch").await.expect("channel");
+    let consumer = client
+        .subscribe(ConsumerOptions::new("ch", "sub"))
+        .await
+        .expect("consumer");
+    let (tx, _rx) = queue(1024);
+    let ctx = PumpContext {
+        channel: 0,
+        generation: 0,
+        channel_name: SharedStr::interned("ch"),
+        group: SharedStr::interned("sub"),
+        registry: Arc::new(DecoderRegistry::default()),
+        batch: MAX_BATCH,
+        tx,
+        signal: Arc::new(PumpSignal::default()),
+        spares: Arc::new(Spares::new(1024)),
+    };
+    let parked = Parked {
+        consumer,
+        pending: VecDeque::new(),
+        first_received: None,
+        run_hint: 0,
+        mid_run: false,
+    };
+    (ctx, parked)
+}
+
+/// Each pending batch as (messages, ticks, ends with a tick).
+fn shapes(parked: &mut Parked) -> Vec<(usize, usize, bool)> {
+    parked
+        .pending
+        .drain(..)
+        .map(|b| (b.msgs.len(), b.ticks, b.ends_with_tick()))
+        .collect()
+}
+
+#[tokio::test]
+async fn long_runs_are_batches_of_their_own_and_short_ones_share() {
+    let (ctx, mut parked) = pump().await;
+    // Ticks at 40 and 80: two long runs, each closed at its tick.
+    assert!(ctx.receive(&mut parked, Ok(run_of(1, 81, 40))).is_none());
+    assert_eq!(shapes(&mut parked), vec![(40, 1, true), (40, 1, true)]);
+    // Ticks every 4: runs of 4 gather until a batch holds LONG_RUN messages.
+    assert!(ctx.receive(&mut parked, Ok(run_of(81, 121, 4))).is_none());
+    let batches = shapes(&mut parked);
+    assert_eq!(batches[0], (LONG_RUN, LONG_RUN / 4, true));
+    assert_eq!(batches.iter().map(|b| b.0).sum::<usize>(), 40);
+}
+
+#[tokio::test]
+async fn a_run_cut_by_a_receive_ends_in_a_batch_of_its_own() {
+    let (ctx, mut parked) = pump().await;
+    // A run of 40 (tick at 40), then 30 messages of the next run (tick at 80) ...
+    assert!(ctx.receive(&mut parked, Ok(run_of(1, 71, 40))).is_none());
+    assert_eq!(shapes(&mut parked), vec![(40, 1, true), (30, 0, false)]);
+    // ... whose last 10 come with the next receive: closed at their tick, short as they are,
+    // so that they do not ride with the run after them (a batch of two runs is taken apart
+    // message by message).
+    assert!(ctx.receive(&mut parked, Ok(run_of(71, 121, 40))).is_none());
+    assert_eq!(shapes(&mut parked), vec![(10, 1, true), (40, 1, true)]);
+    // A receive that ended at a tick leaves no tail: short runs share batches as always.
+    assert!(ctx.receive(&mut parked, Ok(run_of(121, 131, 4))).is_none());
+    assert_eq!(shapes(&mut parked), vec![(10, 2, false)]);
+}
+
+#[tokio::test]
+async fn batches_are_built_on_the_vectors_handed_back() {
+    let (ctx, mut parked) = pump().await;
+    assert!(ctx.receive(&mut parked, Ok(run_of(1, 41, 40))).is_none());
+    let first = parked.pending.pop_front().expect("a batch");
+    let block = first.msgs.as_slices().0.as_ptr();
+    let mut msgs = Vec::from(first.msgs);
+    msgs.clear();
+    let mut ends = Vec::from(first.ends);
+    ends.clear();
+    ctx.spares.give_back(msgs, ends);
+    assert!(ctx.receive(&mut parked, Ok(run_of(41, 81, 40))).is_none());
+    let next = parked.pending.pop_front().expect("a batch");
+    assert_eq!(
+        next.msgs.as_slices().0.as_ptr(),
+        block,
+        "the block came round"
+    );
+    assert_eq!(next.msgs.len(), 40);
+}
