@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 
 use super::commit::AckToken;
 use crate::msg::TsMsg;
+use crate::tt::summary::RunSummary;
 use crate::Error;
 
 /// Messages a batch holds before a timetick closes it (see the module docs).
@@ -41,6 +42,9 @@ pub(crate) struct Batch {
     pub(crate) tokens: VecDeque<AckToken>,
     /// Timeticks among `msgs`.
     pub(crate) ticks: usize,
+    /// The summary of `msgs` but their ticks, noted by the pump as it decoded them, for the tt
+    /// stream's aligner; `None` once the batch was taken apart or split.
+    pub(crate) summary: Option<RunSummary>,
     /// After the messages: a message that does not decode (with its token, so it is
     /// committed like any other), or a failure that ended the channel (no token; `closed`
     /// then follows).
@@ -59,6 +63,7 @@ impl Batch {
             ends: VecDeque::with_capacity(capacity),
             tokens: VecDeque::with_capacity(capacity),
             ticks: 0,
+            summary: Some(RunSummary::default()),
             failure: None,
             closed: false,
         }
@@ -108,6 +113,7 @@ impl Batch {
     pub(crate) fn pop_front(&mut self) -> Option<(TsMsg, u64, AckToken)> {
         let msg = self.msgs.pop_front()?;
         self.ticks -= usize::from(msg.is_time_tick());
+        self.summary = None;
         Some((msg, self.ends.pop_front()?, self.tokens.pop_front()?))
     }
 
@@ -126,6 +132,7 @@ impl Batch {
         };
         front.ticks = front.msgs.iter().filter(|m| m.is_time_tick()).count();
         self.ticks -= front.ticks;
+        (front.summary, self.summary) = (None, None);
         if count > taken {
             // Room is left after the messages: the failure goes with them (the end, which
             // follows it, stays: `count < self.len()`).

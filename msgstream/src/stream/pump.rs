@@ -472,6 +472,9 @@ impl PumpContext {
         if let Some(position) = last.position.as_mut() {
             position.timestamp = begin_ts;
         }
+        if let Some(summary) = run.summary.as_mut().filter(|_| !last.is_time_tick()) {
+            summary.add(last, end_ts);
+        }
         last.properties = std::mem::take(&mut msg.properties);
         run.ends.push_back(end_ts);
         run.tokens.push_back(AckToken::from(&*msg));

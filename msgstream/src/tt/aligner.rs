@@ -24,6 +24,7 @@
 
 use std::collections::HashSet;
 
+use super::summary::{dedup_order, DedupOrder, RunSummary};
 use crate::msg::{Ids, MsgBody, MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
 
@@ -65,6 +66,8 @@ struct ChannelState {
     /// a pack looks at these instead of at each message's row timestamps, a separate
     /// allocation written on another thread.
     ends: Vec<u64>,
+    /// What a pack cut needs of `buffered`, kept up to date with it (see [`RunSummary`]).
+    summary: RunSummary,
 }
 
 /// The alignment state machine (see the module docs for its rules).
@@ -96,6 +99,7 @@ impl TimetickAligner {
                 start: None,
                 buffered: Vec::new(),
                 ends: Vec::new(),
+                summary: RunSummary::default(),
             })
             .collect();
         let mut aligner = TimetickAligner {
@@ -243,6 +247,7 @@ impl TimetickAligner {
                 }
             };
         }
+        state.summary.add(&msg, ts);
         state.buffered.push(msg);
         state.ends.push(ts);
         self.buffered += 1;
@@ -264,6 +269,7 @@ impl TimetickAligner {
         channel: usize,
         msgs: &mut Vec<TsMsg>,
         ends: &mut Vec<u64>,
+        summary: Option<RunSummary>,
     ) -> Result<()> {
         let last_end = self.last_end;
         let state = self.channels.get_mut(channel).ok_or_else(|| {
@@ -291,13 +297,16 @@ impl TimetickAligner {
         } else {
             None
         };
+        let summary = summary.unwrap_or_else(|| RunSummary::of(msgs, ends));
         if state.buffered.is_empty() {
             // The buffer's (empty) vectors go back to the caller in exchange.
             std::mem::swap(&mut state.buffered, msgs);
             std::mem::swap(&mut state.ends, ends);
+            state.summary = summary;
         } else {
             state.buffered.append(msgs);
             state.ends.append(ends);
+            state.summary.append(&summary);
         }
         self.buffered += data;
         self.peak_buffered = self.peak_buffered.max(self.buffered);
@@ -332,6 +341,7 @@ impl TimetickAligner {
             self.buffered -= state.buffered.len();
             state.buffered.clear();
             state.ends.clear();
+            state.summary = RunSummary::default();
         }
     }
 
@@ -344,11 +354,13 @@ impl TimetickAligner {
         let mut end_positions = Vec::with_capacity(self.channels.len());
         for state in &mut self.channels {
             let before = state.buffered.len();
-            if takes_all(&state.buffered, &state.ends, watermark) {
+            if state.summary.takes_all(watermark) {
                 msgs.append(&mut state.buffered);
                 state.ends.clear();
+                state.summary = RunSummary::default();
             } else {
                 take_some(state, watermark, &mut msgs);
+                state.summary = RunSummary::of(&state.buffered, &state.ends);
             }
             self.buffered -= before - state.buffered.len();
             let end = state
@@ -457,26 +469,6 @@ impl TimetickAligner {
     }
 }
 
-/// Whether a pack cut at `watermark` takes every message of `buffered`, and drops none as
-/// a duplicate: all are at or below the watermark, and the [`DedupOrder`]s of those that are
-/// de-duplicated rise strictly (the usual case: ids and timestamps grow), so no two share a
-/// key. Looks without moving anything, so the caller can then move them all at once.
-fn takes_all(buffered: &[TsMsg], ends: &[u64], watermark: u64) -> bool {
-    let mut last: Option<DedupOrder> = None;
-    for (msg, &end_ts) in buffered.iter().zip(ends) {
-        if end_ts > watermark {
-            return false;
-        }
-        if let Some(order) = dedup_order(msg, end_ts) {
-            if last.is_some_and(|l| order <= l) {
-                return false;
-            }
-            last = Some(order);
-        }
-    }
-    true
-}
-
 /// Moves into `msgs` the messages `state` buffers at or below `watermark`, in order, dropping
 /// duplicates (equal [`dedup_key`]) of one taken before; the others stay buffered (with their
 /// `end_ts`), in order.
@@ -521,21 +513,6 @@ fn take_some(state: &mut ChannelState, watermark: u64, msgs: &mut Vec<TsMsg>) {
 
 /// The identity of an Insert/Delete delivery as [`dedup_key`] has it.
 type DedupKey = (i32, i64, u64, u64, i64, Option<Ids>);
-
-/// The scalar part of a [`DedupKey`] (all but the delete's first key), ordered: cheap to
-/// compute and to compare, with no allocation. Two messages whose orders differ have
-/// different keys.
-type DedupOrder = (u64, u64, i32, i64, i64);
-
-/// [`DedupOrder`] of `msg`, whose `end_ts` is given; `None` for kinds never de-duplicated.
-fn dedup_order(msg: &TsMsg, end_ts: u64) -> Option<DedupOrder> {
-    let first_row = match &msg.body {
-        MsgBody::Insert(m) => m.row_ids.first().copied().unwrap_or_default(),
-        MsgBody::Delete(m) => m.int64_primary_keys.first().copied().unwrap_or_default(),
-        _ => return None,
-    };
-    Some((end_ts, msg.begin_ts(), msg.msg_type(), msg.id(), first_row))
-}
 
 /// Identity of an Insert/Delete delivery for in-pack de-duplication: a re-delivered or
 /// re-produced message repeats all of it, while the rows a repack split from one request differ

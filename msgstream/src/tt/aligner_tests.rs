@@ -461,7 +461,7 @@ fn drive_runs(
         cursors[c] += len;
         // A late message (possible only from mixed positions) is reported; the rest follows,
         // as the tt stream pushes it on its next call.
-        while aligner.push_run(c, &mut msgs, &mut ends).is_err() {}
+        while aligner.push_run(c, &mut msgs, &mut ends, None).is_err() {}
         assert!(msgs.is_empty() && ends.is_empty(), "a whole run is taken");
         true
     })
@@ -514,11 +514,13 @@ fn a_late_message_in_a_run_stops_it_there_and_the_rest_can_follow() {
         assert!(aligner.pop_pack().is_some());
         let mut msgs = log[1..].to_vec();
         let mut ends: Vec<u64> = msgs.iter().map(TsMsg::end_ts).collect();
-        let pushed = aligner.push_run(0, &mut msgs, &mut ends);
+        let pushed = aligner.push_run(0, &mut msgs, &mut ends, None);
         if policy == LatePolicy::Error {
             assert!(pushed.is_err(), "the late message is reported");
             assert_eq!(ends, vec![13, 20], "what follows it is left to push");
-            aligner.push_run(0, &mut msgs, &mut ends).expect("the rest");
+            aligner
+                .push_run(0, &mut msgs, &mut ends, None)
+                .expect("the rest");
         } else {
             pushed.expect("a late message is dropped");
         }

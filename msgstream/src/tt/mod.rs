@@ -4,6 +4,7 @@ mod aligner;
 #[cfg(test)]
 mod aligner_tests;
 mod stream;
+pub(crate) mod summary;
 
 pub use aligner::{LatePolicy, TimetickAligner, WatermarkHolder};
 pub use stream::{CappedChannel, TtMsgStream, TtStats};

@@ -335,7 +335,9 @@ impl TtMsgStream {
             // `Vec` in place).
             let mut msgs = Vec::from(std::mem::take(&mut batch.msgs));
             let mut ends = Vec::from(std::mem::take(&mut batch.ends));
-            let pushed = side.aligner.push_run(channel, &mut msgs, &mut ends);
+            let pushed = side
+                .aligner
+                .push_run(channel, &mut msgs, &mut ends, batch.summary.take());
             // What was pushed (or dropped, or reported late) was received: the rest, after a
             // late message, comes again on the next call.
             let rest_tokens = batch.tokens.split_off(batch.tokens.len() - msgs.len());
