@@ -3,7 +3,6 @@
 use super::*;
 use crate::mem::MemoryClient;
 use crate::mq::{ConsumerOptions, Delivery};
-use crate::msg::{InsertRequest, MsgBase, MsgType};
 use crate::stream::queue::queue;
 
 /// An insert at `ts` (`tick`: a timetick at `ts`) as a received message with id `ts`.
@@ -11,12 +10,7 @@ fn received(ts: u64, tick: bool) -> Message {
     let msg = if tick {
         TsMsg::time_tick(ts)
     } else {
-        TsMsg::new(MsgBody::Insert(InsertRequest {
-            base: Some(MsgBase::new(MsgType::Insert as i32, ts as i64, ts)),
-            timestamps: [ts].into(),
-            num_rows: 1,
-            ..Default::default()
-        }))
+        crate::testkit::insert(ts as i64, ts, 0)
     };
     Message {
         topic: SharedStr::interned("ch"),

@@ -102,7 +102,7 @@ impl RunSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::msg::{InsertRequest, MsgBase, MsgType};
+    use crate::msg::MsgBase;
 
     /// The cut's check as it was, reading every message: the reference.
     fn takes_all_by_reading(msgs: &[TsMsg], ends: &[u64], watermark: u64) -> bool {
@@ -129,13 +129,7 @@ mod tests {
                 payload: Default::default(),
             }));
         }
-        TsMsg::new(MsgBody::Insert(InsertRequest {
-            base: Some(MsgBase::new(MsgType::Insert as i32, id, ts)),
-            timestamps: [ts].into(),
-            row_ids: [id].into(),
-            num_rows: 1,
-            ..Default::default()
-        }))
+        crate::testkit::insert(id, ts, 0)
     }
 
     #[test]
