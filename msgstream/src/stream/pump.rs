@@ -505,9 +505,14 @@ impl PumpContext {
                     0 => 0,
                     hint => hint + hint / 4 + 1,
                 };
+                // Once runs are known to be long, a new batch gets a whole run's room even
+                // when fewer messages are left in this receive: a run the receive cuts reaches
+                // the aligner in two blocks, and the first, swapped into an empty channel
+                // buffer, takes the second on without growing (a growth copies the messages it
+                // holds again, and reallocates).
                 let room = |left: usize, hint: usize| match whole(hint) {
                     0 => left,
-                    whole => left.min(whole),
+                    whole => whole,
                 };
                 let hint = parked.run_hint;
                 let mut run = self
