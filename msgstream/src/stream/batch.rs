@@ -152,6 +152,7 @@ mod tests {
         AckToken {
             id: MessageId::from_u64(id),
             delivery: Delivery::default(),
+            passed: false,
         }
     }
 

@@ -24,36 +24,34 @@ use crate::mq::{Acker, Delivery, Message, MessageId, Properties};
 use crate::msg::SharedStr;
 use crate::Result;
 
-/// What acking a received message needs: which message, from which delivery.
+/// What acking a received message needs: which message, from which delivery; and how a
+/// commit naming it treats it.
 #[derive(Debug, Clone)]
 pub(crate) struct AckToken {
     pub(crate) id: MessageId,
     pub(crate) delivery: Delivery,
+    /// Whether the point itself is committed when a commit names it: ticks, and messages of the
+    /// plain stream (handed over one by one), are; a buffered tt message named as the first
+    /// one still held is not. Carried by the token, so that a run's tokens move into the log
+    /// as the block the pump built.
+    pub(crate) passed: bool,
 }
 
-impl From<&Message> for AckToken {
-    fn from(message: &Message) -> Self {
+impl AckToken {
+    /// The token of `message`, `passed` as explained on the field.
+    pub(crate) fn of(message: &Message, passed: bool) -> Self {
         AckToken {
             id: message.id.clone(),
             delivery: message.delivery,
+            passed,
         }
     }
-}
-
-/// One received message waiting for its commit.
-#[derive(Debug)]
-struct Token {
-    token: AckToken,
-    /// Whether the point itself is committed when a commit names it: ticks, and messages of the
-    /// plain stream (handed over one by one), are; a buffered tt message named as the first
-    /// one still held is not.
-    passed: bool,
 }
 
 struct ChannelLog {
     acker: Arc<dyn Acker>,
     topic: SharedStr,
-    tokens: VecDeque<Token>,
+    tokens: VecDeque<AckToken>,
 }
 
 impl ChannelLog {
@@ -94,24 +92,27 @@ impl CommitLog {
         self.channels.len() - 1
     }
 
-    /// Records a received message of `channel`; `passed` as explained on [`Token`].
-    pub(crate) fn received(&mut self, channel: usize, token: AckToken, passed: bool) {
+    /// Records a received message of `channel`; `passed` as explained on [`AckToken`].
+    pub(crate) fn received(&mut self, channel: usize, mut token: AckToken, passed: bool) {
         if let Some(log) = self.channels.get_mut(channel) {
-            log.tokens.push_back(Token { token, passed });
+            token.passed = passed;
+            log.tokens.push_back(token);
         }
     }
 
-    /// Records received messages of `channel`, in order, each `passed` as explained on
-    /// [`Token`].
-    pub(crate) fn received_all(
-        &mut self,
-        channel: usize,
-        tokens: impl IntoIterator<Item = AckToken>,
-        passed: bool,
-    ) {
-        if let Some(log) = self.channels.get_mut(channel) {
-            log.tokens
-                .extend(tokens.into_iter().map(|token| Token { token, passed }));
+    /// Records received messages of `channel`, in order, each as its own `passed` says, and
+    /// leaves `tokens` empty. Into a channel with nothing uncommitted (the usual case: a
+    /// commit leaves none before the run that follows it) the block moves whole, and `tokens`
+    /// gets the log's emptied block in exchange; otherwise the tokens are appended.
+    pub(crate) fn received_all(&mut self, channel: usize, tokens: &mut VecDeque<AckToken>) {
+        let Some(log) = self.channels.get_mut(channel) else {
+            tokens.clear();
+            return;
+        };
+        if log.tokens.is_empty() {
+            std::mem::swap(&mut log.tokens, tokens);
+        } else {
+            log.tokens.append(tokens);
         }
     }
 
@@ -166,7 +167,7 @@ impl CommitLog {
             return Ok(false);
         };
         // From the back: the point is usually the last token received (a pack's closing tick).
-        let Some(index) = log.tokens.iter().rposition(|t| t.token.id == *id) else {
+        let Some(index) = log.tokens.iter().rposition(|t| t.id == *id) else {
             return Ok(false);
         };
         let through = match log.tokens.get(index) {
@@ -179,14 +180,110 @@ impl CommitLog {
         if cumulative {
             let last = log.tokens.drain(..through).last();
             if let Some(last) = last {
-                log.stage(last.token).await?;
+                log.stage(last).await?;
             }
         } else {
-            let tokens: Vec<Token> = log.tokens.drain(..through).collect();
+            let tokens: Vec<AckToken> = log.tokens.drain(..through).collect();
             for token in tokens {
-                log.stage(token.token).await?;
+                log.stage(token).await?;
             }
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::mq::Delivery;
+
+    /// Records the ids it is asked to ack (the log's side of the contract only).
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<MessageId>>);
+
+    #[async_trait]
+    impl Acker for Recorder {
+        async fn ack(&self, message: &Message) -> Result<()> {
+            if let Ok(mut acked) = self.0.lock() {
+                acked.push(message.id.clone());
+            }
+            Ok(())
+        }
+    }
+
+    fn token(id: u64, passed: bool) -> AckToken {
+        AckToken {
+            id: MessageId::from_u64(id),
+            delivery: Delivery::default(),
+            passed,
+        }
+    }
+
+    fn acked(recorder: &Recorder) -> Vec<MessageId> {
+        recorder.0.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+
+    /// A run of data tokens `from..to` closed by a passed tick at `to`.
+    fn run(from: u64, to: u64) -> VecDeque<AckToken> {
+        (from..to)
+            .map(|id| token(id, false))
+            .chain([token(to, true)])
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_run_moves_into_an_empty_log_whole_and_commits_by_its_flags() {
+        let recorder = Arc::new(Recorder::default());
+        let mut log = CommitLog::new(true);
+        let channel = log.add_channel(recorder.clone(), "ch");
+        let mut block = run(1, 5);
+        let moved = block.as_slices().0.as_ptr();
+        log.received_all(channel, &mut block);
+        assert!(block.is_empty(), "the caller keeps an emptied block");
+        assert_eq!(log.len(), 5);
+        assert_eq!(
+            log.channels[channel].tokens.as_slices().0.as_ptr(),
+            moved,
+            "moved, not copied"
+        );
+        // A second run lands behind the first (appended).
+        log.received_all(channel, &mut run(6, 9));
+        assert_eq!(log.len(), 9);
+        // A point at a data token (the first message still held) commits what came before it.
+        log.commit(&[(channel, &MessageId::from_u64(7))])
+            .await
+            .expect("commit");
+        assert_eq!(acked(&recorder), vec![MessageId::from_u64(6)]);
+        assert_eq!(log.len(), 3);
+        // A point at a passed tick commits the tick itself.
+        log.commit(&[(channel, &MessageId::from_u64(9))])
+            .await
+            .expect("commit");
+        assert_eq!(acked(&recorder).last(), Some(&MessageId::from_u64(9)));
+        assert_eq!(log.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_recorded_token_takes_the_passed_flag_it_is_given() {
+        let recorder = Arc::new(Recorder::default());
+        let mut log = CommitLog::new(false);
+        let channel = log.add_channel(recorder.clone(), "ch");
+        // Marked not passed by whoever made it; the stream handing it over says it is.
+        log.received(channel, token(1, false), true);
+        log.received(channel, token(2, true), false);
+        log.commit(&[(channel, &MessageId::from_u64(1))])
+            .await
+            .expect("commit");
+        assert_eq!(acked(&recorder), vec![MessageId::from_u64(1)]);
+        // Token 2 is a point not passed: naming it commits nothing more.
+        log.commit(&[(channel, &MessageId::from_u64(2))])
+            .await
+            .expect("commit");
+        assert_eq!(acked(&recorder), vec![MessageId::from_u64(1)]);
+        assert_eq!(log.len(), 1);
     }
 }

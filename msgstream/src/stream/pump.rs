@@ -475,9 +475,12 @@ impl PumpContext {
         if let Some(summary) = run.summary.as_mut().filter(|_| !last.is_time_tick()) {
             summary.add(last, end_ts);
         }
-        last.properties = std::mem::take(&mut msg.properties);
+        // Swapped, not assigned: the message's empty map is dropped once, with the message.
+        std::mem::swap(&mut last.properties, &mut msg.properties);
         run.ends.push_back(end_ts);
-        run.tokens.push_back(AckToken::from(&*msg));
+        // Passed as the tt stream takes it (a stream handing messages over one by one says
+        // otherwise when it records the token).
+        run.tokens.push_back(AckToken::of(msg, last.is_time_tick()));
     }
 
     /// Turns a received batch into pending batches (an empty batch means closed). Returns the
@@ -537,7 +540,7 @@ impl PumpContext {
                                 parked.run_hint = run.msgs.len();
                             }
                         }
-                        Err(error) => run.failure = Some((error, Some(AckToken::from(&*msg)))),
+                        Err(error) => run.failure = Some((error, Some(AckToken::of(msg, true)))),
                     }
                     let hint = parked.run_hint;
                     let next =

@@ -347,11 +347,14 @@ impl TtMsgStream {
                 // Counted once taken: after a late message it is still to come.
                 side.took_ticks(channel, 1);
             }
-            let data = done.len() - usize::from(passed_tick);
+            // The pump marked the tick's token passed and the others not, as the aligner
+            // takes them: a pushed tick is passed, a buffered message is not.
             let mut done = done;
-            side.commits
-                .received_all(channel, done.drain(..data), false);
-            side.commits.received_all(channel, done.drain(..), true);
+            debug_assert!(done
+                .iter()
+                .enumerate()
+                .all(|(i, t)| t.passed == (passed_tick && i + 1 == done.len())));
+            side.commits.received_all(channel, &mut done);
             let spares = side.pumps.spares(channel);
             if let Some(spares) = spares {
                 spares.give_back_tokens(done);
