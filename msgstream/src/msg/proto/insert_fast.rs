@@ -437,6 +437,31 @@ mod tests {
         assert_eq!(decode_insert(&with_properties.encode_to_vec().into()), None);
     }
 
+    #[test]
+    fn a_varint_running_past_its_field_is_refused() {
+        // The header's last varint (the timestamp, 99) loses its end, so it runs on into the
+        // next field's key; and so does a one-row timestamps field into the row ids'.
+        let mut header = sample().encode_to_vec();
+        assert_eq!(
+            &header[..9],
+            &[0x0a, 7, 0x08, 0x90, 0x03, 0x10, 7, 0x18, 99]
+        );
+        header[8] |= 0x80;
+        let one_row = InsertRequest {
+            timestamps: [5].into(),
+            row_ids: [6].into(),
+            ..Default::default()
+        };
+        let mut packed = one_row.encode_to_vec();
+        assert_eq!(&packed[..4], &[0x52, 1, 5, 0x5a]);
+        packed[2] |= 0x80;
+        for payload in [header, packed] {
+            let payload = Bytes::from(payload);
+            assert!(InsertRequest::decode(payload.clone()).is_err());
+            assert_eq!(decode_insert(&payload), None);
+        }
+    }
+
     proptest::proptest! {
         /// Both paths of `varint` (ten bytes ahead, and near the end) read what prost reads,
         /// and consume as many bytes, on any bytes; and any value round-trips.
