@@ -341,7 +341,7 @@ impl TtMsgStream {
             // What was pushed (or dropped, or reported late) was received: the rest, after a
             // late message, comes again on the next call.
             let rest_tokens = batch.tokens.split_off(batch.tokens.len() - msgs.len());
-            let done = std::mem::replace(&mut batch.tokens, rest_tokens);
+            let mut done = std::mem::replace(&mut batch.tokens, rest_tokens);
             let passed_tick = tick && msgs.is_empty();
             if passed_tick {
                 // Counted once taken: after a late message it is still to come.
@@ -349,7 +349,6 @@ impl TtMsgStream {
             }
             // The pump marked the tick's token passed and the others not, as the aligner
             // takes them: a pushed tick is passed, a buffered message is not.
-            let mut done = done;
             debug_assert!(done
                 .iter()
                 .enumerate()
