@@ -26,6 +26,21 @@ pub(crate) struct PageRecord {
     pub closed_ms: u64,
 }
 
+/// How far a topic's open page had got after one of its writes: the page began at `page_first`,
+/// and its messages below `next_id` hold `bytes` bytes. Written in the same `WriteBatch` as that
+/// write's messages (so it never runs ahead of them) each time the open page grows past another
+/// [`PageMark::INTERVAL`]; opening the queue then counts only the open page's bytes after it
+/// instead of the whole page (up to `page_size_bytes`, 64 MiB by default, per topic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageMark {
+    /// First message id of the open page the mark belongs to.
+    pub page_first: u64,
+    /// One past the last message the mark counts.
+    pub next_id: u64,
+    /// Payload and property bytes of the messages `page_first..next_id`.
+    pub bytes: u64,
+}
+
 fn words<const N: usize>(what: &str, bytes: &[u8]) -> Result<[u64; N]> {
     if bytes.len() != N * 8 {
         return Err(Error::Decode(format!(
@@ -81,6 +96,25 @@ impl PageRecord {
             last_id,
             bytes,
             closed_ms,
+        })
+    }
+}
+
+impl PageMark {
+    /// Bytes of open page between two marks: what opening the queue reads per topic, at most
+    /// (plus the last message), where it read the whole open page before marks existed.
+    pub(crate) const INTERVAL: u64 = 1024 * 1024;
+
+    pub(crate) fn encode(&self) -> [u8; 24] {
+        encode_words([self.page_first, self.next_id, self.bytes])
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
+        let [page_first, next_id, bytes] = words("page mark", bytes)?;
+        Ok(PageMark {
+            page_first,
+            next_id,
+            bytes,
         })
     }
 }
@@ -148,6 +182,16 @@ mod tests {
         };
         assert_eq!(GroupRecord::decode(&group.encode()).ok(), Some(group));
         assert!(matches!(PageRecord::decode(&[1, 2]), Err(Error::Decode(_))));
+        let mark = PageMark {
+            page_first: 3,
+            next_id: 9,
+            bytes: 1 << 20,
+        };
+        assert_eq!(PageMark::decode(&mark.encode()).ok(), Some(mark));
+        assert!(matches!(
+            PageMark::decode(&mark.encode()[..16]),
+            Err(Error::Decode(_))
+        ));
     }
 
     #[test]

@@ -13,8 +13,8 @@ use msgstream::{Error, Result};
 use crate::ack_grouping::{AckFlusher, AckWrite};
 use crate::acks::{write_staged, StagedAcks};
 use crate::keys::{
-    topic_floor_key, topic_name_key, topic_prefix, topic_upper_bound, CF_GROUPS, CF_MESSAGES,
-    CF_META, CF_PAGES, CF_PROPERTIES,
+    page_mark_key, topic_floor_key, topic_name_key, topic_prefix, topic_upper_bound, CF_GROUPS,
+    CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
 };
 use crate::read::Cursor;
 use crate::retention::{Policy, RetentionProgress};
@@ -199,6 +199,7 @@ impl Rocksmq {
             }
             batch.delete_cf(meta, topic_name_key(topic));
             batch.delete_cf(meta, topic_floor_key(id));
+            batch.delete_cf(meta, page_mark_key(id));
             db.write(batch)?;
             for cf in [CF_MESSAGES, CF_PROPERTIES] {
                 db.db.compact_range_cf(db.cf(cf)?, Some(from), Some(to));

@@ -25,6 +25,7 @@ pub(crate) const COLUMN_FAMILIES: [&str; 5] =
 pub(crate) const META_NEXT_TOPIC_ID: &[u8] = b"C";
 const META_TOPIC_NAME: u8 = b'T';
 const META_TOPIC_FLOOR: u8 = b'N';
+const META_PAGE_MARK: u8 = b'P';
 
 /// `meta` key mapping a topic name to its numeric id.
 pub(crate) fn topic_name_key(name: &str) -> Vec<u8> {
@@ -51,6 +52,15 @@ pub(crate) fn topic_name_from_key(key: &[u8]) -> Option<&str> {
 pub(crate) fn topic_floor_key(topic: u64) -> [u8; 9] {
     let mut key = [0u8; 9];
     key[0] = META_TOPIC_FLOOR;
+    key[1..].copy_from_slice(&topic.to_be_bytes());
+    key
+}
+
+/// `meta` key of a topic's page mark (see [`crate::codec::PageMark`]): how many bytes its open
+/// page held after some recent write, so that opening the queue counts only the bytes since.
+pub(crate) fn page_mark_key(topic: u64) -> [u8; 9] {
+    let mut key = [0u8; 9];
+    key[0] = META_PAGE_MARK;
     key[1..].copy_from_slice(&topic.to_be_bytes());
     key
 }
@@ -125,6 +135,8 @@ mod tests {
     fn names_round_trip() {
         assert_eq!(topic_name_from_key(&topic_name_key("ab")), Some("ab"));
         assert_eq!(topic_name_from_key(&topic_floor_key(3)), None);
+        assert_eq!(topic_name_from_key(&page_mark_key(3)), None);
+        assert_ne!(page_mark_key(3), topic_floor_key(3));
         assert_eq!(group_name_from_key(7, &group_key(7, "g")), Some("g"));
         assert_eq!(group_name_from_key(8, &group_key(7, "g")), None);
     }

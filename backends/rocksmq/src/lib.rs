@@ -6,7 +6,8 @@
 //! ## Layout
 //! Column families `messages` and `properties` (both keyed `topic id ‖ u64 BE message id`),
 //! `groups` (consumer-group positions), `pages` (closed pages, for retention) and `meta` (topic
-//! names, ids and id floors). Keys start with a fixed-width numeric topic id, never the name, so
+//! names, ids, id floors and page marks, which bound what opening reads to recover each
+//! topic's open page). Keys start with a fixed-width numeric topic id, never the name, so
 //! topics `a` and `ab` are independent and no character of a name is ever key syntax.
 //!
 //! ## Guarantees

@@ -12,10 +12,10 @@ use msgstream::mq::validate_channel_name;
 use msgstream::{Error, Result};
 use tokio::sync::Notify;
 
-use crate::codec::{decode_u64, PageRecord};
+use crate::codec::{decode_u64, PageMark, PageRecord};
 use crate::keys::{
-    message_id_from_key, message_key, topic_floor_key, topic_name_from_key, topic_name_key,
-    topic_prefix, topic_upper_bound, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
+    message_id_from_key, message_key, page_mark_key, topic_floor_key, topic_name_from_key,
+    topic_name_key, topic_prefix, topic_upper_bound, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
     META_NEXT_TOPIC_ID, TOPIC_NAME_PREFIX,
 };
 use crate::recent::RecentWrite;
@@ -328,8 +328,9 @@ fn last_id(db: &Db<'_>, cf: &str, topic: u64) -> Result<Option<(u64, Vec<u8>)>> 
 
 /// Rebuilds a topic's tail from durable state: the next id is one past the newest message, but
 /// never below the id floor (retention may have deleted every message); the open page starts after
-/// the last closed page (or at the floor) and holds the bytes of the messages from there on (at
-/// most one page, so this scan is bounded by the page size).
+/// the last closed page (or at the floor) and holds the bytes of the messages from there on,
+/// counted from the topic's [`PageMark`] when it belongs to that page (so this scan reads at most
+/// [`PageMark::INTERVAL`] and one message), else from the page's start (at most one page).
 fn recover_tail(db: &Db<'_>, topic: u64) -> Result<Tail> {
     let floor = match db
         .db
@@ -345,15 +346,22 @@ fn recover_tail(db: &Db<'_>, topic: u64) -> Result<Tail> {
         Some((_, record)) => floor.max(PageRecord::decode(&record)?.last_id + 1),
         None => floor,
     };
-    let mut page_bytes = 0;
+    let (counted_to, mut page_bytes) = match page_mark(db, topic)? {
+        Some(mark)
+            if mark.page_first == page_first && (page_first..=next_id).contains(&mark.next_id) =>
+        {
+            (mark.next_id, mark.bytes)
+        }
+        _ => (page_first, 0),
+    };
     // The writer counts payload bytes plus encoded property bytes: the stored value lengths.
     for cf in [CF_MESSAGES, CF_PROPERTIES] {
         let mut options = rocksdb::ReadOptions::default();
         options.set_iterate_upper_bound(message_key(topic, next_id));
-        // A one-off bulk scan at open: leave the block cache to what consumers read.
+        // A one-off scan at open: leave the block cache to what consumers read.
         options.fill_cache(false);
         let mut iter = db.db.raw_iterator_cf_opt(db.cf(cf)?, options);
-        iter.seek(message_key(topic, page_first));
+        iter.seek(message_key(topic, counted_to));
         while let Some(value) = iter.value() {
             page_bytes += value.len() as u64;
             iter.next();
@@ -366,4 +374,21 @@ fn recover_tail(db: &Db<'_>, topic: u64) -> Result<Tail> {
         page_first,
         page_bytes,
     })
+}
+
+/// The topic's [`PageMark`], if it has one. The mark only saves reading, so one that does not
+/// decode (a damaged or foreign record) is logged and ignored: the open page is then counted
+/// from its start, as before marks existed.
+fn page_mark(db: &Db<'_>, topic: u64) -> Result<Option<PageMark>> {
+    let stored = db
+        .db
+        .get_pinned_cf(db.cf(CF_META)?, page_mark_key(topic))
+        .map_err(|e| db_error("reading a page mark", e))?;
+    Ok(stored.and_then(|bytes| match PageMark::decode(&bytes) {
+        Ok(mark) => Some(mark),
+        Err(e) => {
+            tracing::warn!(topic, error = %e, "rocksmq: ignoring a damaged page mark");
+            None
+        }
+    }))
 }

@@ -28,7 +28,10 @@
 //!   three passes of each side per filled database (see `tt.rs`);
 //! - durable: 1, 4 and 16 producers sending one message at a time under `SyncData`, against
 //!   a perfect group commit of raw `fdatasync`-ed writes driven the same way (`N` tasks, one
-//!   committer thread, `N` messages per synced write; see `durable.rs`).
+//!   committer thread, `N` messages per synced write; see `durable.rs`);
+//! - open: `Rocksmq::open` of 16 topics with 16 MiB open pages each, against RocksDB opening
+//!   the same files alone and against that open plus a scan of the open pages, which the
+//!   queue's open read before page marks (see `open.rs`).
 //!
 //! The bench runs with glibc's malloc thresholds fixed (`GLIBC_TUNABLES`, see
 //! [`ALLOCATOR_TUNABLES`]; it re-executes itself to set them) unless the caller set
@@ -42,12 +45,13 @@
 //! that the bench runs in the process it watches.
 //!
 //! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (`produce`,
-//! `consume`, `latency`, `tt`, `durable`), e.g. for profiling one; `MSGSTREAM_BENCH_PAYLOADS`
+//! `consume`, `latency`, `tt`, `durable`, `open`), e.g. for profiling one; `MSGSTREAM_BENCH_PAYLOADS`
 //! and `MSGSTREAM_BENCH_BATCHES` (comma-separated numbers) narrow the produce and consume cases.
 
 mod consume;
 mod durable;
 mod latency;
+mod open;
 mod throughput;
 mod tt;
 
@@ -67,6 +71,8 @@ struct Scale {
     tt_msgs: usize,
     /// Messages per durable run (over all producers).
     durable_msgs: usize,
+    /// MiB in each topic's open page in the open case.
+    open_mib_per_topic: usize,
 }
 
 fn scale() -> Scale {
@@ -78,6 +84,7 @@ fn scale() -> Scale {
             latency_msgs: 10_000,
             tt_msgs: 64_000,
             durable_msgs: 1_000,
+            open_mib_per_topic: 4,
         }
     } else {
         Scale {
@@ -87,11 +94,13 @@ fn scale() -> Scale {
             latency_msgs: 50_000,
             tt_msgs: 256_000,
             durable_msgs: 2_000,
+            open_mib_per_topic: 16,
         }
     }
 }
 
-/// Whether the kind of case (`produce`, `consume`, `latency`, `tt`, `durable`) was asked for.
+/// Whether the kind of case (`produce`, `consume`, `latency`, `tt`, `durable`, `open`) was
+/// asked for.
 fn wanted(kind: &str) -> bool {
     std::env::var("MSGSTREAM_BENCH_CASES").map_or(true, |cases| {
         cases.split(',').any(|case| case.trim() == kind)
@@ -206,6 +215,9 @@ fn main() {
     }
     if wanted("durable") {
         durable::durable_cases(&runtime, &scale, &mut summary);
+    }
+    if wanted("open") {
+        open::open_cases(&runtime, &scale, &mut summary);
     }
     for line in summary {
         println!("{line}");

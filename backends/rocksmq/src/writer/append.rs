@@ -7,8 +7,10 @@ use msgstream::mq::ProducerMessage;
 use msgstream::Result;
 
 use super::now_ms;
-use crate::codec::{encode_properties, PageRecord};
-use crate::keys::{message_key, CF_MESSAGES, CF_PAGES, CF_PROPERTIES, MESSAGE_KEY_LEN};
+use crate::codec::{encode_properties, PageMark, PageRecord};
+use crate::keys::{
+    message_key, page_mark_key, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES, MESSAGE_KEY_LEN,
+};
 use crate::store::Db;
 use crate::topics::{Tail, TopicState};
 
@@ -49,15 +51,15 @@ impl<'a, 'db> Appender<'a, 'db> {
     }
 
     /// Adds `messages` of `topic` (checked live by the caller) at `tail`, which it moves past
-    /// them, with the record of any page they close; returns their ids. An error fails the
-    /// whole write.
+    /// them, with the record of any page they close and the topic's [`PageMark`] when one is
+    /// due; returns their ids. An error fails the whole write.
     pub fn append(
         &mut self,
         topic: &TopicState,
         tail: &mut Tail,
         messages: &[ProducerMessage],
     ) -> Result<Range<u64>> {
-        let first = tail.next_id;
+        let before = *tail;
         for message in messages {
             let id = tail.next_id;
             let key = message_key(topic.id, id);
@@ -86,11 +88,74 @@ impl<'a, 'db> Appender<'a, 'db> {
                 tail.page_bytes = 0;
             }
         }
-        Ok(first..tail.next_id)
+        if let Some(mark) = page_mark(before, *tail) {
+            self.batch
+                .put_cf(self.db.cf(CF_META)?, page_mark_key(topic.id), mark.encode());
+        }
+        Ok(before.next_id..tail.next_id)
     }
 
     /// Writes the batch with the queue's durability.
     pub fn write(self) -> Result<()> {
         self.db.write(self.batch)
+    }
+}
+
+/// The mark due after an append moved a topic's tail from `before` to `after`: one each time the
+/// open page grows past another multiple of [`PageMark::INTERVAL`] (a page the append closed
+/// counts from zero again), so a 128-byte message stream writes one every 8,192 messages.
+fn page_mark(before: Tail, after: Tail) -> Option<PageMark> {
+    let counted = if after.page_first == before.page_first {
+        before.page_bytes
+    } else {
+        0
+    };
+    (after.page_bytes / PageMark::INTERVAL > counted / PageMark::INTERVAL).then_some(PageMark {
+        page_first: after.page_first,
+        next_id: after.next_id,
+        bytes: after.page_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = PageMark::INTERVAL;
+
+    fn tail(page_first: u64, next_id: u64, page_bytes: u64) -> Tail {
+        Tail {
+            next_id,
+            page_first,
+            page_bytes,
+        }
+    }
+
+    #[test]
+    fn a_mark_is_due_each_time_the_open_page_passes_an_interval() {
+        assert_eq!(page_mark(tail(1, 5, 10), tail(1, 9, MIB - 1)), None);
+        assert_eq!(
+            page_mark(tail(1, 5, MIB - 1), tail(1, 6, MIB)),
+            Some(PageMark {
+                page_first: 1,
+                next_id: 6,
+                bytes: MIB
+            })
+        );
+        assert_eq!(page_mark(tail(1, 6, MIB), tail(1, 7, 2 * MIB - 1)), None);
+        assert!(page_mark(tail(1, 6, MIB), tail(1, 9, 5 * MIB)).is_some());
+    }
+
+    #[test]
+    fn a_page_closed_by_the_append_counts_from_zero() {
+        assert_eq!(page_mark(tail(1, 5, 3 * MIB), tail(40, 42, MIB / 2)), None);
+        assert_eq!(
+            page_mark(tail(1, 5, 3 * MIB), tail(40, 42, MIB)),
+            Some(PageMark {
+                page_first: 40,
+                next_id: 42,
+                bytes: MIB
+            })
+        );
     }
 }
