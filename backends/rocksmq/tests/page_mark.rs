@@ -46,6 +46,20 @@ fn expire_closed_pages(mq: &Rocksmq, last: u64) -> u64 {
     mq.run_retention().expect("retention").messages
 }
 
+/// The closed queue's RocksDB database, opened raw.
+fn raw(dir: &Path) -> rocksdb::DB {
+    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir).expect("cfs");
+    rocksdb::DB::open_cf(&rocksdb::Options::default(), dir, cfs).expect("raw open")
+}
+
+/// Every key of the `meta` column family.
+fn meta_keys(db: &rocksdb::DB) -> Vec<Box<[u8]>> {
+    let meta = db.cf_handle("meta").expect("meta cf");
+    db.iterator_cf(meta, rocksdb::IteratorMode::Start)
+        .map(|entry| entry.expect("entry").0)
+        .collect()
+}
+
 /// A queue with a topic `t`, a group `g`, and 40 messages (2.5 MiB) in its open page, closed.
 async fn two_and_a_half_mib_open(dir: &Path) -> u64 {
     let mq = open(dir);
@@ -97,16 +111,14 @@ async fn a_damaged_mark_is_ignored_and_the_page_counted_from_its_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     two_and_a_half_mib_open(dir.path()).await;
     {
-        let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir.path()).expect("cfs");
-        let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), dir.path(), cfs).expect("raw");
-        let meta = db.cf_handle("meta").expect("meta cf");
+        let db = raw(dir.path());
         // Page marks are the nine-byte `P ‖ topic id` keys of `meta`.
-        let marks: Vec<Box<[u8]>> = db
-            .iterator_cf(meta, rocksdb::IteratorMode::Start)
-            .map(|entry| entry.expect("entry").0)
+        let marks: Vec<_> = meta_keys(&db)
+            .into_iter()
             .filter(|key| key.len() == 9 && key[0] == b'P')
             .collect();
         assert_eq!(marks.len(), 1, "one topic, one mark");
+        let meta = db.cf_handle("meta").expect("meta cf");
         db.put_cf(meta, &marks[0], b"not a mark").expect("damage");
     }
 
@@ -125,12 +137,8 @@ async fn a_deleted_topic_leaves_no_mark() {
     mq.destroy_topic("t").expect("destroy");
     mq.close();
 
-    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir.path()).expect("cfs");
-    let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), dir.path(), cfs).expect("raw");
-    let meta = db.cf_handle("meta").expect("meta cf");
-    let left: Vec<Box<[u8]>> = db
-        .iterator_cf(meta, rocksdb::IteratorMode::Start)
-        .map(|entry| entry.expect("entry").0)
+    let left: Vec<_> = meta_keys(&raw(dir.path()))
+        .into_iter()
         .filter(|key| key.first() != Some(&b'C'))
         .collect();
     assert!(left.is_empty(), "meta keeps only the id counter: {left:?}");
