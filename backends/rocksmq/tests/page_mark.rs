@@ -46,6 +46,23 @@ fn expire_closed_pages(mq: &Rocksmq, last: u64) -> u64 {
     mq.run_retention().expect("retention").messages
 }
 
+/// Checks that the open page closes at exactly its `left`th next message (and not before), by
+/// expiring the closed pages after each write.
+async fn assert_page_closes_after(mq: &Rocksmq, left: u64) {
+    let last = produce(mq, left - 1).await;
+    assert_eq!(
+        expire_closed_pages(mq, last),
+        0,
+        "one message short, the page is still open"
+    );
+    let last = produce(mq, 1).await;
+    assert_eq!(
+        expire_closed_pages(mq, last),
+        PER_PAGE,
+        "the page closes at its {PER_PAGE}th message, counting its bytes before the restart"
+    );
+}
+
 /// The closed queue's RocksDB database, opened raw.
 fn raw(dir: &Path) -> rocksdb::DB {
     let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir).expect("cfs");
@@ -78,14 +95,7 @@ async fn the_open_page_closes_where_it_would_have_without_the_restart() {
     two_and_a_half_mib_open(dir.path()).await;
 
     let mq = open(dir.path());
-    let last = produce(&mq, 7).await;
-    assert_eq!(expire_closed_pages(&mq, last), 0, "47 messages: still open");
-    let last = produce(&mq, 1).await;
-    assert_eq!(
-        expire_closed_pages(&mq, last),
-        PER_PAGE,
-        "the 48th message closes the page, counting the bytes before the restart"
-    );
+    assert_page_closes_after(&mq, PER_PAGE - 40).await;
 }
 
 #[tokio::test]
@@ -100,10 +110,7 @@ async fn a_mark_of_an_older_page_is_not_counted() {
     mq.close();
 
     let mq = open(dir.path());
-    let last = produce(&mq, PER_PAGE - 8 - 1).await;
-    assert_eq!(expire_closed_pages(&mq, last), 0, "one message short");
-    let last = produce(&mq, 1).await;
-    assert_eq!(expire_closed_pages(&mq, last), PER_PAGE);
+    assert_page_closes_after(&mq, PER_PAGE - 8).await;
 }
 
 #[tokio::test]
@@ -123,10 +130,7 @@ async fn a_damaged_mark_is_ignored_and_the_page_counted_from_its_start() {
     }
 
     let mq = open(dir.path());
-    let last = produce(&mq, 7).await;
-    assert_eq!(expire_closed_pages(&mq, last), 0);
-    let last = produce(&mq, 1).await;
-    assert_eq!(expire_closed_pages(&mq, last), PER_PAGE);
+    assert_page_closes_after(&mq, PER_PAGE - 40).await;
 }
 
 #[tokio::test]
