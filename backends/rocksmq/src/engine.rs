@@ -190,12 +190,14 @@ impl Rocksmq {
     /// topic's key range before this returns, which takes about as long as reading the topic's
     /// files. No lock is held meanwhile: producers, consumers and acks of other topics go on.
     pub fn destroy_topic(&self, topic: &str) -> Result<()> {
-        let state = self.topic(topic)?;
-        let id = state.id;
-        let (from, to) = (topic_prefix(id), topic_upper_bound(id));
-        {
+        let (from, to) = {
             let _writes = self.inner.writer.exclusive();
             let mut groups = lock(&self.inner.groups);
+            // Looked up under the locks: a concurrent destroy of the same name (and a create
+            // after it) is then either wholly before this one or wholly after.
+            let state = self.topic(topic)?;
+            let id = state.id;
+            let (from, to) = (topic_prefix(id), topic_upper_bound(id));
             self.inner.store.with(|db| {
                 let meta = db.cf(CF_META)?;
                 let mut batch = rocksdb::WriteBatch::default();
@@ -211,7 +213,8 @@ impl Rocksmq {
             self.inner.topics.remove(topic);
             state.destroyed.store(true, Ordering::Release);
             state.wake();
-        }
+            (from, to)
+        };
         // Topic ids are never reused, so nothing writes into this range any more. The topic is
         // gone whatever happens here: a queue closed meanwhile leaves the space to RocksDB's
         // own compactions.
