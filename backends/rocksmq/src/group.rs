@@ -120,6 +120,9 @@ impl Rocksmq {
         let state = self.topic(topic)?;
         validate_group(group)?;
         let mut groups = lock(&self.inner.groups);
+        // `destroy_topic` deletes under this lock: a topic it destroyed since the look-up must
+        // not get a group record nothing would ever delete.
+        state.check_live()?;
         self.inner.store.with(|db| {
             if get(db, state.id, group)?.is_some() {
                 return Ok(false);

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use msgstream::mq::ProducerMessage;
+use msgstream::mq::{InitialPosition, ProducerMessage};
 use msgstream_rocksmq::{Rocksmq, RocksmqOptions};
 
 /// 32 MiB of 1 KiB messages that do not compress.
@@ -134,4 +134,44 @@ async fn racing_destroys_and_a_create_leave_registry_and_database_agreeing() {
             .expect("read");
         assert_eq!(stored.len(), 1, "{name}: what was produced is kept");
     }
+}
+
+/// Creating a consumer group while its topic is destroyed, 100 times over (one topic per race):
+/// the create either comes first (and the destroy deletes the group with the topic) or fails,
+/// and no group record outlives its topic in the database. Before, a create that had looked the
+/// topic up before the destroy wrote its record after it: a record under a dead topic id that
+/// nothing would ever delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_created_while_its_topic_is_destroyed_leaves_no_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = RocksmqOptions::new(dir.path());
+    options.retention_interval = None;
+    let mq = Rocksmq::open(options).expect("open");
+    for race in 0..100 {
+        let name = format!("g{race:03}");
+        mq.create_topic(&name).expect("create");
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let creator = std::thread::spawn({
+            let (mq, start, name) = (mq.clone(), start.clone(), name.clone());
+            move || {
+                start.wait();
+                mq.create_consumer_group(&name, "g", InitialPosition::Earliest)
+            }
+        });
+        start.wait();
+        mq.destroy_topic(&name).expect("destroy");
+        if let Err(error) = creator.join().expect("creator") {
+            assert!(
+                error.to_string().contains(&name),
+                "a create that lost the race says the topic is gone: {error}"
+            );
+        }
+    }
+    mq.close();
+
+    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir.path()).expect("cfs");
+    let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), dir.path(), cfs).expect("raw");
+    let groups = db.cf_handle("groups").expect("groups cf");
+    let left = db.iterator_cf(groups, rocksdb::IteratorMode::Start).count();
+    assert_eq!(left, 0, "group records of destroyed topics");
 }
