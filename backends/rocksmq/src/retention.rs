@@ -18,6 +18,7 @@ use std::time::Duration;
 use msgstream::{Error, Result};
 
 use crate::codec::PageRecord;
+use crate::engine::lock;
 use crate::keys::{
     message_id_from_key, message_key, topic_floor_key, topic_prefix, topic_upper_bound,
 };
@@ -125,12 +126,14 @@ pub(crate) fn pages(db: &Db<'_>, topic: u64) -> Result<Vec<Page>> {
     Ok(pages)
 }
 
-/// Deletes the `deleted` oldest pages of `topic` (one contiguous id range) and compacts the
-/// range. Returns what was removed.
-pub(crate) fn delete_pages(db: &Db<'_>, topic: u64, deleted: &[Page]) -> Result<RetentionReport> {
-    let (Some(first), Some(last)) = (deleted.first(), deleted.last()) else {
-        return Ok(RetentionReport::default());
-    };
+/// Deletes the pages `first..=last` of `topic` (the oldest ones, one contiguous id range) in
+/// one write and returns the key range to compact.
+fn delete_pages(
+    db: &Db<'_>,
+    topic: u64,
+    first: &Page,
+    last: &Page,
+) -> Result<([u8; 16], [u8; 16])> {
     let from = message_key(topic, first.first_id);
     let to = message_key(topic, last.record.last_id.saturating_add(1));
     let mut batch = rocksdb::WriteBatch::default();
@@ -142,14 +145,15 @@ pub(crate) fn delete_pages(db: &Db<'_>, topic: u64, deleted: &[Page]) -> Result<
     let floor = last.record.last_id + 1;
     batch.put_cf(db.cf(CF_META)?, topic_floor_key(topic), floor.to_be_bytes());
     db.write(batch)?;
+    Ok((from, to))
+}
+
+/// Compacts a deleted range, so that the same pass reclaims its space.
+fn compact_deleted(db: &Db<'_>, from: &[u8], to: &[u8]) -> Result<()> {
     for cf in [CF_MESSAGES, CF_PROPERTIES, CF_PAGES] {
         db.db.compact_range_cf(db.cf(cf)?, Some(from), Some(to));
     }
-    Ok(RetentionReport {
-        pages: deleted.len() as u64,
-        messages: last.record.last_id + 1 - first.first_id,
-        bytes: deleted.iter().map(|p| p.record.bytes).sum(),
-    })
+    Ok(())
 }
 
 /// The retention pass.
@@ -167,10 +171,10 @@ impl Rocksmq {
         let now = now_ms();
         for topic in self.inner.topics.all() {
             let open_bytes = topic.tail().page_bytes;
-            let removed = self.inner.store.with(|db| {
-                let pages = pages(db, topic.id)?;
+            let deleted = self.inner.store.with(|db| {
+                let mut pages = pages(db, topic.id)?;
                 if pages.is_empty() {
-                    return Ok(RetentionReport::default());
+                    return Ok(pages);
                 }
                 let idle_ms = self
                     .inner
@@ -185,16 +189,35 @@ impl Rocksmq {
                     .map(|(_, g)| g.committed)
                     .min();
                 let count = plan(&pages, open_bytes, min_committed, now, &self.inner.policy);
-                let removed = delete_pages(db, topic.id, &pages[..count]);
-                if count > 0 {
-                    // Even if the deletion failed midway: the held run may name deleted ids.
-                    topic.recent.forget();
-                }
-                removed
+                pages.truncate(count);
+                Ok(pages)
             })?;
-            report.pages += removed.pages;
-            report.messages += removed.messages;
-            report.bytes += removed.bytes;
+            let (Some(first), Some(last)) = (deleted.first(), deleted.last()) else {
+                continue;
+            };
+            let written = {
+                // `destroy_topic` deletes a topic's records under this lock: one it destroyed
+                // since the listing above must not get an id floor written after that.
+                let _groups = lock(&self.inner.groups);
+                if topic.check_live().is_err() {
+                    continue;
+                }
+                let written = self
+                    .inner
+                    .store
+                    .with(|db| delete_pages(db, topic.id, first, last));
+                // Even if the deletion failed: the held run may name deleted ids.
+                topic.recent.forget();
+                written?
+            };
+            let (from, to) = written;
+            // Outside the lock: acks and group changes go on while the space is reclaimed.
+            self.inner
+                .store
+                .with(|db| compact_deleted(db, &from, &to))?;
+            report.pages += deleted.len() as u64;
+            report.messages += last.record.last_id + 1 - first.first_id;
+            report.bytes += deleted.iter().map(|p| p.record.bytes).sum::<u64>();
         }
         Ok(report)
     }

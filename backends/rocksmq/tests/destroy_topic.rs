@@ -175,3 +175,54 @@ async fn a_group_created_while_its_topic_is_destroyed_leaves_no_record() {
     let left = db.iterator_cf(groups, rocksdb::IteratorMode::Start).count();
     assert_eq!(left, 0, "group records of destroyed topics");
 }
+
+/// A retention pass racing the destroy of a topic it has pages to delete from, 100 times over:
+/// once every topic is destroyed, `meta` holds nothing but the id counter. Before, a pass that
+/// had planned its deletion before the destroy wrote the topic's id floor after it: a record
+/// under a dead topic id that nothing would ever delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_racing_a_destroy_leaves_no_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = RocksmqOptions::new(dir.path());
+    options.retention_interval = None;
+    options.retention = std::time::Duration::ZERO;
+    // 50-byte messages in 100-byte pages: ten messages close five pages.
+    options.page_size_bytes = 100;
+    let mq = Rocksmq::open(options).expect("open");
+    for race in 0..100 {
+        let name = format!("r{race:03}");
+        mq.create_topic(&name).expect("create");
+        mq.create_consumer_group(&name, "g", InitialPosition::Earliest)
+            .expect("group");
+        let batch = (0..10)
+            .map(|_| ProducerMessage::new(vec![7u8; 50]))
+            .collect();
+        let ids = mq.produce(&name, batch).await.expect("produce");
+        mq.ack(&name, "g", ids.end - 1).expect("ack");
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let retention = std::thread::spawn({
+            let (mq, start) = (mq.clone(), start.clone());
+            move || {
+                start.wait();
+                mq.run_retention()
+            }
+        });
+        start.wait();
+        mq.destroy_topic(&name).expect("destroy");
+        retention
+            .join()
+            .expect("retention")
+            .expect("retention pass");
+    }
+    mq.close();
+
+    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir.path()).expect("cfs");
+    let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), dir.path(), cfs).expect("raw");
+    let meta = db.cf_handle("meta").expect("meta cf");
+    let left: Vec<Box<[u8]>> = db
+        .iterator_cf(meta, rocksdb::IteratorMode::Start)
+        .map(|entry| entry.expect("entry").0)
+        .filter(|key| key.first() != Some(&b'C'))
+        .collect();
+    assert!(left.is_empty(), "records of destroyed topics: {left:?}");
+}
