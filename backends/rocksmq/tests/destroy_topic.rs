@@ -4,11 +4,29 @@
 //! other topic waited for it (116 ms for the 32 MiB here; a topic of some GiB stalled every
 //! producer for seconds).
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use msgstream::mq::{InitialPosition, ProducerMessage};
 use msgstream_rocksmq::{Rocksmq, RocksmqOptions};
+
+/// A queue at `dir` with no scheduled retention pass.
+fn options(dir: &Path) -> RocksmqOptions {
+    let mut options = RocksmqOptions::new(dir);
+    options.retention_interval = None;
+    options
+}
+
+/// Every key of column family `cf` of the closed queue at `dir`, opened raw.
+fn stored_keys(dir: &Path, cf: &str) -> Vec<Box<[u8]>> {
+    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir).expect("cfs");
+    let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), dir, cfs).expect("raw open");
+    let handle = db.cf_handle(cf).expect("column family");
+    db.iterator_cf(handle, rocksdb::IteratorMode::Start)
+        .map(|entry| entry.expect("entry").0)
+        .collect()
+}
 
 /// 32 MiB of 1 KiB messages that do not compress.
 async fn fill(mq: &Rocksmq, topic: &str) {
@@ -34,9 +52,7 @@ async fn fill(mq: &Rocksmq, topic: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_topics_produce_while_a_destroyed_topic_is_reclaimed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut options = RocksmqOptions::new(dir.path());
-    options.retention_interval = None;
-    let mq = Rocksmq::open(options).expect("open");
+    let mq = Rocksmq::open(options(dir.path())).expect("open");
     mq.create_topic("big").expect("topic");
     mq.create_topic("other").expect("topic");
     fill(&mq, "big").await;
@@ -81,11 +97,7 @@ async fn other_topics_produce_while_a_destroyed_topic_is_reclaimed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_destroys_and_a_create_leave_registry_and_database_agreeing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let open = || {
-        let mut options = RocksmqOptions::new(dir.path());
-        options.retention_interval = None;
-        Rocksmq::open(options).expect("open")
-    };
+    let open = || Rocksmq::open(options(dir.path())).expect("open");
     let mq = open();
     let mut survivors = Vec::new();
     for race in 0..200u8 {
@@ -144,9 +156,7 @@ async fn racing_destroys_and_a_create_leave_registry_and_database_agreeing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_created_while_its_topic_is_destroyed_leaves_no_record() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut options = RocksmqOptions::new(dir.path());
-    options.retention_interval = None;
-    let mq = Rocksmq::open(options).expect("open");
+    let mq = Rocksmq::open(options(dir.path())).expect("open");
     for race in 0..100 {
         let name = format!("g{race:03}");
         mq.create_topic(&name).expect("create");
@@ -169,11 +179,11 @@ async fn a_group_created_while_its_topic_is_destroyed_leaves_no_record() {
     }
     mq.close();
 
-    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir.path()).expect("cfs");
-    let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), dir.path(), cfs).expect("raw");
-    let groups = db.cf_handle("groups").expect("groups cf");
-    let left = db.iterator_cf(groups, rocksdb::IteratorMode::Start).count();
-    assert_eq!(left, 0, "group records of destroyed topics");
+    let left = stored_keys(dir.path(), "groups");
+    assert!(
+        left.is_empty(),
+        "group records of destroyed topics: {left:?}"
+    );
 }
 
 /// A retention pass racing the destroy of a topic it has pages to delete from, 100 times over:
@@ -183,8 +193,7 @@ async fn a_group_created_while_its_topic_is_destroyed_leaves_no_record() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_racing_a_destroy_leaves_no_record() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut options = RocksmqOptions::new(dir.path());
-    options.retention_interval = None;
+    let mut options = options(dir.path());
     options.retention = std::time::Duration::ZERO;
     // 50-byte messages in 100-byte pages: ten messages close five pages.
     options.page_size_bytes = 100;
@@ -216,12 +225,8 @@ async fn retention_racing_a_destroy_leaves_no_record() {
     }
     mq.close();
 
-    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), dir.path()).expect("cfs");
-    let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), dir.path(), cfs).expect("raw");
-    let meta = db.cf_handle("meta").expect("meta cf");
-    let left: Vec<Box<[u8]>> = db
-        .iterator_cf(meta, rocksdb::IteratorMode::Start)
-        .map(|entry| entry.expect("entry").0)
+    let left: Vec<_> = stored_keys(dir.path(), "meta")
+        .into_iter()
         .filter(|key| key.first() != Some(&b'C'))
         .collect();
     assert!(left.is_empty(), "records of destroyed topics: {left:?}");
