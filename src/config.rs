@@ -23,6 +23,8 @@
 //! send_timeout_ms = 3000
 //! poll_batch = 32
 //! persist_interval_ms = 1000
+//! heartbeat_interval_ms = 10000  # a dead broker connection is closed within heartbeat + 2 × probe
+//! probe_timeout_ms = 3000
 //!
 //! [nsq]
 //! nsqd = ["127.0.0.1:4150"]

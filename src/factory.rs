@@ -115,6 +115,11 @@ async fn open_rocketmq(config: &Config) -> Result<Arc<dyn Client>> {
         send_timeout_ms: section.send_timeout_ms,
         poll_batch: section.poll_batch,
         persist_interval_ms: section.persist_interval_ms,
+        connection: msgstream_rocketmq::ConnectionConfig {
+            heartbeat_interval_ms: section.heartbeat_interval_ms,
+            probe_timeout_ms: section.probe_timeout_ms,
+            ..msgstream_rocketmq::ConnectionConfig::default()
+        },
     };
     Ok(Arc::new(
         msgstream_rocketmq::RocketMqClient::connect(options).await?,

@@ -24,6 +24,11 @@ pub struct RocketmqSection {
     pub poll_batch: u32,
     /// How often acknowledged offsets are persisted to the broker, in milliseconds.
     pub persist_interval_ms: u64,
+    /// Period of the heartbeat on every broker connection, in milliseconds.
+    pub heartbeat_interval_ms: u64,
+    /// How long a heartbeat (or the probe of a connection a request timed out on) may take
+    /// before the connection is judged dead, in milliseconds.
+    pub probe_timeout_ms: u64,
 }
 
 impl Default for RocketmqSection {
@@ -35,6 +40,8 @@ impl Default for RocketmqSection {
             send_timeout_ms: 3000,
             poll_batch: 32,
             persist_interval_ms: 1000,
+            heartbeat_interval_ms: 10_000,
+            probe_timeout_ms: 3000,
         }
     }
 }

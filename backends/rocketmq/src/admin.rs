@@ -40,7 +40,16 @@ impl Admin {
     /// An admin client of the name servers at `name_servers` (`host:port`), with its own
     /// connections; `timeout` bounds each request.
     pub fn connect(name_servers: Vec<String>, timeout: Duration) -> Result<Admin> {
-        let remoting = Arc::new(Remoting::new(RemotingOptions::default(), None));
+        Admin::connect_with(name_servers, timeout, RemotingOptions::default())
+    }
+
+    /// Like [`Admin::connect`], with the connections' timeouts and limits.
+    pub fn connect_with(
+        name_servers: Vec<String>,
+        timeout: Duration,
+        options: RemotingOptions,
+    ) -> Result<Admin> {
+        let remoting = Arc::new(Remoting::new(options, None));
         let namesrv = Arc::new(NameServers::new(name_servers, remoting.clone(), timeout)?);
         Ok(Admin {
             remoting,

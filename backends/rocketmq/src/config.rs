@@ -15,6 +15,8 @@ pub struct RocketMqConfig {
     pub poll_batch: u32,
     /// How often acknowledged offsets are persisted to the broker, ms.
     pub persist_interval_ms: u64,
+    /// How connections are kept alive and judged dead.
+    pub connection: ConnectionConfig,
 }
 
 impl Default for RocketMqConfig {
@@ -26,6 +28,49 @@ impl Default for RocketMqConfig {
             send_timeout_ms: 3000,
             poll_batch: 32,
             persist_interval_ms: 1000,
+            connection: ConnectionConfig::default(),
+        }
+    }
+}
+
+/// Liveness of the connections to name servers and brokers (see the crate README, "what
+/// survives what"). A request or heartbeat that times out makes the
+/// connection suspect and sends a probe at once; the probe timing out too closes it. With the
+/// defaults a half-open broker connection is closed within `heartbeat_interval_ms + 2 ×
+/// probe_timeout_ms` = 16 s, and within `probe_timeout_ms` = 3 s of a request timing out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionConfig {
+    /// Dial timeout, ms.
+    pub connect_timeout_ms: u64,
+    /// Period of the HEART_BEAT sent on every broker connection, ms (the Java client's is
+    /// 30 s; shorter here, as it is also how a silent connection is found out).
+    pub heartbeat_interval_ms: u64,
+    /// How long a heartbeat, or the probe of a connection whose request timed out, may take
+    /// before it counts as a failure, ms.
+    pub probe_timeout_ms: u64,
+    /// Longest a frame may take to be written to the socket before the connection is closed, ms.
+    pub write_timeout_ms: u64,
+    /// TCP keepalive idle time (and probe interval), ms; 0 leaves keepalive off.
+    pub keepalive_ms: u64,
+    /// Frames queued per connection for writing; further senders wait (within their timeout).
+    pub queued_frames: usize,
+    /// Delay before redialling after the first failed dial, ms; doubles per failure.
+    pub reconnect_min_backoff_ms: u64,
+    /// Longest delay between dials, ms. Each delay's upper half is randomised (jitter).
+    pub reconnect_max_backoff_ms: u64,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        ConnectionConfig {
+            connect_timeout_ms: 3000,
+            heartbeat_interval_ms: 10_000,
+            probe_timeout_ms: 3000,
+            write_timeout_ms: 3000,
+            keepalive_ms: 30_000,
+            queued_frames: 1024,
+            reconnect_min_backoff_ms: 100,
+            reconnect_max_backoff_ms: 5000,
         }
     }
 }

@@ -55,6 +55,7 @@ impl NameServers {
                 "no name server address given".into(),
             ));
         }
+        remoting.add_name_servers(&addrs);
         Ok(NameServers {
             addrs,
             current: AtomicUsize::new(0),

@@ -140,7 +140,8 @@ impl RocketMqClient {
     /// Connects to the name servers of `config` and checks that a broker is registered.
     pub async fn connect(config: RocketMqConfig) -> Result<RocketMqClient> {
         let timeout = Duration::from_millis(config.send_timeout_ms.max(1));
-        let admin = Admin::connect(config.name_servers.clone(), timeout)?;
+        let options = crate::remoting::RemotingOptions::from(&config.connection);
+        let admin = Admin::connect_with(config.name_servers.clone(), timeout, options)?;
         if admin.namesrv.masters().await?.is_empty() {
             return Err(Error::transient(
                 BACKEND,

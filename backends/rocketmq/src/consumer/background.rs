@@ -8,6 +8,7 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 use super::{Inner, Mode};
+use crate::remoting::backoff::{log_failure, Streak};
 use crate::remoting::ServerRequest;
 
 pub(super) fn spawn(
@@ -31,20 +32,28 @@ fn interval(period: std::time::Duration) -> tokio::time::Interval {
 
 async fn persist_loop(inner: Arc<Inner>) {
     let mut tick = interval(inner.options.persist_interval);
+    let mut failures = Streak::default();
     loop {
         tick.tick().await;
-        if let Err(e) = inner.offsets.persist(&inner.admin, &inner.group).await {
-            tracing::debug!(error = %e, "rocketmq offset persist failed; retried next interval");
+        match inner.offsets.persist(&inner.admin, &inner.group).await {
+            Ok(()) => recovered(&mut failures, "rocketmq offset persist", &inner.group),
+            Err(e) => {
+                log_failure!(failures, "rocketmq offset persist (retried next interval)", group = %inner.group, error = %e)
+            }
         }
     }
 }
 
 async fn heartbeat_loop(inner: Arc<Inner>) {
     let mut tick = interval(inner.options.heartbeat_interval);
+    let mut failures = Streak::default();
     loop {
         tick.tick().await;
-        if let Err(e) = inner.heartbeat().await {
-            tracing::debug!(error = %e, "rocketmq heartbeat failed");
+        match inner.heartbeat().await {
+            Ok(()) => recovered(&mut failures, "rocketmq consumer heartbeat", &inner.group),
+            Err(e) => {
+                log_failure!(failures, "rocketmq consumer heartbeat", group = %inner.group, error = %e)
+            }
         }
     }
 }
@@ -54,6 +63,7 @@ async fn rebalance_loop(
     mut notices: Option<mpsc::UnboundedReceiver<ServerRequest>>,
 ) {
     let mut tick = interval(inner.options.rebalance_interval);
+    let mut failures = Streak::default();
     loop {
         let notice = async {
             match notices.as_mut() {
@@ -70,8 +80,19 @@ async fn rebalance_loop(
                 None => notices = None,
             },
         }
-        if let Err(e) = inner.rebalance().await {
-            tracing::debug!(error = %e, "rocketmq rebalance failed; retried next interval");
+        match inner.rebalance().await {
+            Ok(()) => recovered(&mut failures, "rocketmq rebalance", &inner.group),
+            Err(e) => {
+                log_failure!(failures, "rocketmq rebalance (retried next interval)", group = %inner.group, error = %e)
+            }
         }
+    }
+}
+
+/// Ends a failure streak, saying so at warn if its failures were.
+fn recovered(failures: &mut Streak, what: &str, group: &str) {
+    let streak = failures.succeeded();
+    if streak >= crate::remoting::backoff::QUIET_FAILURES {
+        tracing::warn!(%group, failures = streak, "{what} works again");
     }
 }

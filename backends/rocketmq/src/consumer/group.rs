@@ -51,6 +51,8 @@ impl Inner {
     /// Announces this consumer and its subscriptions to every master.
     pub(super) async fn heartbeat(&self) -> Result<()> {
         let body = self.heartbeat_body();
+        // The connections' own periodic heartbeats carry the subscriptions too.
+        self.admin.remoting.set_heartbeat(body.clone().into());
         for addr in self.admin.namesrv.masters().await?.values() {
             let command = Command::request(codes::HEART_BEAT, []).with_body(body.clone());
             self.admin

@@ -1,7 +1,7 @@
 //! [`LitePullConsumer`]: the public face of the consumer.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use crate::admin::Admin;
 use crate::error::{Error, Result};
 use crate::namespace::Namespace;
 use crate::protocol::route::MessageQueue;
-use crate::remoting::{Remoting, RemotingOptions, ServerRequest};
+use crate::remoting::{self, Remoting, ServerRequest};
 
 /// How a polled batch was processed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,27 +39,25 @@ impl LitePullConsumer {
         if options.group.is_empty() {
             return Err(Error::InvalidArgument("consumer group is empty".into()));
         }
-        static INSTANCE: AtomicU64 = AtomicU64::new(0);
         let (notices_tx, notices) = mpsc::unbounded_channel();
         let (batches_tx, batches) = mpsc::channel(options.total_buffer.max(1));
+        let remoting = Remoting::new(shared.remoting.options().clone(), Some(notices_tx));
+        let client_id = remoting::client_id("consumer");
+        remoting.set_heartbeat(remoting::heartbeat_body(&client_id).into());
         let admin = Admin {
-            remoting: Arc::new(Remoting::new(RemotingOptions::default(), Some(notices_tx))),
+            remoting: Arc::new(remoting),
             namesrv: shared.namesrv.clone(),
             timeout: options.request_timeout,
         };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
+            .map(|d| d.as_millis())
             .unwrap_or(0);
         let inner = Inner {
             admin,
             group: namespace.wrap(&options.group),
-            client_id: format!(
-                "127.0.0.1@{}#{}#{now}",
-                std::process::id(),
-                INSTANCE.fetch_add(1, Ordering::Relaxed)
-            ),
-            sub_version: now / 1_000_000,
+            client_id,
+            sub_version: now,
             namespace,
             options,
             offsets: Default::default(),

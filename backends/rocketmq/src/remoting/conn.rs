@@ -1,48 +1,71 @@
 //! One TCP connection to a name server or broker: requests multiplexed by `opaque`, oneway
-//! requests, and requests the server sends us.
+//! requests, requests the server sends us, and the connection's liveness.
 //!
 //! A writer task owns the write half (so a cancelled caller never leaves half a frame on the
 //! socket) and a reader task owns the read half, completing waiting callers by `opaque`. When
 //! either side fails, every waiting caller gets `Error::Disconnected` at once instead of its
 //! timeout, and the connection reports itself dead so the pool dials a new one.
+//!
+//! What keeps a dead peer from going unnoticed: frames wait in a bounded queue (a caller waits
+//! for room, within its timeout, instead of memory growing behind a stalled socket); a write
+//! that does not complete within the write timeout closes the connection; TCP keepalive is on;
+//! and a monitor task runs the [`Liveness`] state machine: request timeouts make the connection
+//! suspect, a probe (HEART_BEAT, also sent periodically to brokers) or the next request decides,
+//! and a dead connection is closed.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use super::codec::{split_frame, Command, FLAG_ONEWAY};
-use super::ServerRequest;
+use super::liveness::{Health, Liveness, Next};
+use super::{RemotingOptions, ServerRequest};
 use crate::error::{Error, Result};
 use crate::protocol::codes;
 
 type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<Command>>>>;
 
+/// The HEART_BEAT body a connection sends as its probe; shared with its pool, which may
+/// replace it (a consumer's subscriptions change).
+pub type HeartbeatBody = Arc<Mutex<Bytes>>;
+
 /// A live connection; cheap to share.
 #[derive(Debug)]
 pub struct Connection {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
     addr: String,
-    frames: mpsc::UnboundedSender<Bytes>,
+    frames: mpsc::Sender<Bytes>,
     pending: Pending,
     next_opaque: AtomicI32,
-    dead: Arc<AtomicBool>,
+    dead: AtomicBool,
     stop: watch::Sender<bool>,
+    liveness: Mutex<Liveness>,
+    /// Wakes the monitor when the liveness state changed.
+    changed: Notify,
+    write_timeout: Duration,
 }
 
 impl Connection {
-    /// Dials `addr` and starts the reader and writer tasks. Server requests go to `notices`.
+    /// Dials `addr` and starts the reader, writer and monitor tasks. Server requests go to
+    /// `notices`; `heartbeat` (brokers only) is probed with periodically and when suspect.
     pub async fn connect(
         addr: &str,
-        timeout: Duration,
-        max_frame: usize,
+        options: &RemotingOptions,
         notices: Option<mpsc::UnboundedSender<ServerRequest>>,
+        heartbeat: Option<HeartbeatBody>,
     ) -> Result<Connection> {
+        let timeout = options.connect_timeout;
         let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(source)) => {
@@ -59,41 +82,97 @@ impl Connection {
             }
         };
         let _ = stream.set_nodelay(true);
+        if let Some(idle) = options.keepalive {
+            let keepalive = socket2::TcpKeepalive::new()
+                .with_time(idle)
+                .with_interval(idle.max(Duration::from_secs(1)));
+            if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
+                tracing::debug!(%addr, error = %e, "rocketmq: TCP keepalive not set");
+            }
+        }
         let (read, write) = stream.into_split();
-        let (frames, rx) = mpsc::unbounded_channel();
-        let pending: Pending = Arc::default();
-        let dead = Arc::new(AtomicBool::new(false));
+        let (frames, rx) = mpsc::channel(options.queued_frames.max(1));
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(write_loop(write, rx, dead.clone()));
-        tokio::spawn(read_loop(ReadLoop {
-            addr: addr.to_owned(),
-            read,
-            max_frame,
-            pending: pending.clone(),
-            dead: dead.clone(),
-            frames: frames.clone(),
-            notices,
-            stopped,
-        }));
-        Ok(Connection {
+        let probes = heartbeat.as_ref().map(|_| options.heartbeat_interval);
+        let shared = Arc::new(Shared {
             addr: addr.to_owned(),
             frames,
-            pending,
+            pending: Pending::default(),
             next_opaque: AtomicI32::new(1),
-            dead,
+            dead: AtomicBool::new(false),
             stop,
-        })
+            liveness: Mutex::new(Liveness::new(Instant::now(), probes)),
+            changed: Notify::new(),
+            write_timeout: options.write_timeout,
+        });
+        tokio::spawn(write_loop(shared.clone(), write, rx, stopped.clone()));
+        tokio::spawn(read_loop(ReadLoop {
+            shared: shared.clone(),
+            read,
+            max_frame: options.max_frame,
+            notices,
+            stopped: stopped.clone(),
+        }));
+        tokio::spawn(monitor(
+            shared.clone(),
+            heartbeat,
+            options.probe_timeout,
+            stopped,
+        ));
+        Ok(Connection { shared })
     }
 
-    /// Whether the socket failed or closed.
+    /// Whether the socket failed or closed, or the connection was judged dead.
     pub fn is_dead(&self) -> bool {
-        self.dead.load(Ordering::Acquire) || self.frames.is_closed()
+        self.shared.is_dead()
     }
 
-    fn send_frame(&self, command: &Command) -> Result<()> {
-        let mut buf = BytesMut::new();
-        command.encode(&mut buf)?;
-        self.frames.send(buf.freeze()).map_err(|_| self.lost())
+    /// The liveness judgement on the connection now.
+    pub fn health(&self) -> Health {
+        if self.is_dead() {
+            return Health::Dead;
+        }
+        lock(&self.shared.liveness).health()
+    }
+
+    /// Sends `command` and waits up to `timeout` for its response (waiting for room in the
+    /// frame queue counts against the timeout). A timeout makes the connection suspect.
+    pub async fn invoke(&self, command: Command, timeout: Duration) -> Result<Command> {
+        self.shared.invoke(command, timeout).await
+    }
+
+    /// Sends `command` without waiting for (or getting) an answer; waits up to the write
+    /// timeout for room in the frame queue.
+    pub async fn oneway(&self, mut command: Command) -> Result<()> {
+        let s = &self.shared;
+        command.flag |= FLAG_ONEWAY;
+        command.opaque = s.next_opaque.fetch_add(1, Ordering::Relaxed) & i32::MAX;
+        let frame = encode(&command)?;
+        match tokio::time::timeout(s.write_timeout, s.frames.send(frame)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(s.lost()),
+            Err(_) => Err(Error::Disconnected {
+                addr: s.addr.clone(),
+                reason: format!("frame queue full for {:?}", s.write_timeout),
+            }),
+        }
+    }
+
+    /// Closes the connection; waiting callers get `Error::Disconnected`.
+    pub fn close(&self) {
+        self.shared.close("closed by the client");
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl Shared {
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire) || self.frames.is_closed()
     }
 
     fn lost(&self) -> Error {
@@ -103,10 +182,22 @@ impl Connection {
         }
     }
 
-    /// Sends `command` and waits up to `timeout` for its response.
-    pub async fn invoke(&self, mut command: Command, timeout: Duration) -> Result<Command> {
+    /// Marks the connection dead, stops its tasks and wakes every waiting caller.
+    fn close(&self, reason: &str) {
+        if !self.dead.swap(true, Ordering::AcqRel) {
+            tracing::debug!(addr = %self.addr, %reason, "rocketmq connection ended");
+        }
+        lock(&self.liveness).failed();
+        let _ = self.stop.send(true);
+        // Dropping the senders wakes every waiting caller with `Disconnected`.
+        lock(&self.pending).clear();
+        self.changed.notify_one();
+    }
+
+    async fn invoke(&self, mut command: Command, timeout: Duration) -> Result<Command> {
         let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed) & i32::MAX;
         command.opaque = opaque;
+        let frame = encode(&command)?;
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(opaque, tx);
         let code = command.code;
@@ -115,37 +206,33 @@ impl Connection {
         if self.is_dead() {
             return Err(self.lost());
         }
-        self.send_frame(&command)?;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(_)) => Err(self.lost()),
-            Err(_) => Err(Error::Timeout {
-                code,
-                addr: self.addr.clone(),
-                timeout,
-            }),
+        let sent_at = Instant::now();
+        let exchange = async {
+            self.frames.send(frame).await.map_err(|_| self.lost())?;
+            rx.await.map_err(|_| self.lost())
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => {
+                let health = lock(&self.liveness).timed_out(sent_at, Instant::now());
+                self.changed.notify_one();
+                if health == Health::Dead {
+                    self.close("a request timed out while the connection was suspect");
+                }
+                Err(Error::Timeout {
+                    code,
+                    addr: self.addr.clone(),
+                    timeout,
+                })
+            }
         }
-    }
-
-    /// Sends `command` without waiting for (or getting) an answer.
-    pub fn oneway(&self, mut command: Command) -> Result<()> {
-        command.flag |= FLAG_ONEWAY;
-        command.opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed) & i32::MAX;
-        self.send_frame(&command)
-    }
-
-    /// Closes the connection; waiting callers get `Error::Disconnected`.
-    pub fn close(&self) {
-        self.dead.store(true, Ordering::Release);
-        let _ = self.stop.send(true);
-        lock(&self.pending).clear();
     }
 }
 
-impl Drop for Connection {
-    fn drop(&mut self) {
-        self.close();
-    }
+fn encode(command: &Command) -> Result<Bytes> {
+    let mut buf = BytesMut::new();
+    command.encode(&mut buf)?;
+    Ok(buf.freeze())
 }
 
 struct PendingGuard<'a>(&'a Pending, i32);
@@ -161,26 +248,78 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 async fn write_loop(
+    shared: Arc<Shared>,
     mut write: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Bytes>,
-    dead: Arc<AtomicBool>,
+    mut rx: mpsc::Receiver<Bytes>,
+    mut stopped: watch::Receiver<bool>,
 ) {
-    while let Some(frame) = rx.recv().await {
-        if dead.load(Ordering::Acquire) || write.write_all(&frame).await.is_err() {
-            break;
+    let reason = loop {
+        let frame = tokio::select! {
+            frame = rx.recv() => frame,
+            _ = stopped.changed() => None,
+        };
+        let Some(frame) = frame else {
+            break "closed".to_owned();
+        };
+        if shared.dead.load(Ordering::Acquire) {
+            break "closed".to_owned();
         }
-    }
-    dead.store(true, Ordering::Release);
+        match tokio::time::timeout(shared.write_timeout, write.write_all(&frame)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => break format!("write failed: {e}"),
+            Err(_) => break format!("a write stalled for {:?}", shared.write_timeout),
+        }
+    };
+    shared.close(&reason);
     let _ = write.shutdown().await;
 }
 
+/// Probes when the state machine says so and closes the connection when it is judged dead.
+async fn monitor(
+    shared: Arc<Shared>,
+    heartbeat: Option<HeartbeatBody>,
+    probe_timeout: Duration,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let next = lock(&shared.liveness).next(Instant::now());
+        let wait = match next {
+            Next::Close => {
+                shared.close("judged dead");
+                return;
+            }
+            Next::Probe => {
+                let body = heartbeat
+                    .as_ref()
+                    .map(|b| lock(b).clone())
+                    .unwrap_or_default();
+                let probe = Command::request(codes::HEART_BEAT, []).with_body(body);
+                if let Err(e) = shared.invoke(probe, probe_timeout).await {
+                    tracing::debug!(addr = %shared.addr, error = %e, "rocketmq heartbeat failed");
+                }
+                lock(&shared.liveness).probe_done();
+                continue;
+            }
+            Next::WaitUntil(at) => at,
+        };
+        let sleep = async {
+            match wait {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = sleep => {}
+            () = shared.changed.notified() => {}
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
 struct ReadLoop {
-    addr: String,
+    shared: Arc<Shared>,
     read: OwnedReadHalf,
     max_frame: usize,
-    pending: Pending,
-    dead: Arc<AtomicBool>,
-    frames: mpsc::UnboundedSender<Bytes>,
     notices: Option<mpsc::UnboundedSender<ServerRequest>>,
     stopped: watch::Receiver<bool>,
 }
@@ -188,12 +327,15 @@ struct ReadLoop {
 async fn read_loop(mut r: ReadLoop) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let reason = loop {
-        if r.dead.load(Ordering::Acquire) {
+        if r.shared.dead.load(Ordering::Acquire) {
             break "closed".to_owned();
         }
         match split_frame(&mut buf, r.max_frame) {
             Ok(Some(frame)) => match Command::decode(frame) {
-                Ok(command) => r.dispatch(command),
+                Ok(command) => {
+                    lock(&r.shared.liveness).heard();
+                    r.dispatch(command);
+                }
                 Err(e) => break e.to_string(),
             },
             Ok(None) => {
@@ -210,16 +352,13 @@ async fn read_loop(mut r: ReadLoop) {
             Err(e) => break e.to_string(),
         }
     };
-    tracing::debug!(addr = %r.addr, %reason, "rocketmq connection ended");
-    r.dead.store(true, Ordering::Release);
-    // Dropping the senders wakes every waiting caller with `Disconnected`.
-    lock(&r.pending).clear();
+    r.shared.close(&reason);
 }
 
 impl ReadLoop {
     fn dispatch(&self, command: Command) {
         if command.is_response() {
-            if let Some(tx) = lock(&self.pending).remove(&command.opaque) {
+            if let Some(tx) = lock(&self.shared.pending).remove(&command.opaque) {
                 let _ = tx.send(command);
             }
             return;
@@ -236,9 +375,10 @@ impl ReadLoop {
                 opaque,
                 format!("request code {code} is not supported by this client"),
             );
-            let mut buf = BytesMut::new();
-            if answer.encode(&mut buf).is_ok() {
-                let _ = self.frames.send(buf.freeze());
+            // The reader never waits for the writer: with the queue full the answer is
+            // dropped and the server's request times out on its side.
+            if let Ok(frame) = encode(&answer) {
+                let _ = self.shared.frames.try_send(frame);
             }
         }
     }

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::remoting::codec::{frame_len, MAX_FRAME};
+use crate::remoting::liveness::Health;
 use crate::remoting::{Remoting, RemotingOptions};
 
 async fn read_command(stream: &mut TcpStream) -> Command {
@@ -35,6 +36,14 @@ async fn peer() -> (TcpListener, String) {
 
 const T: Duration = Duration::from_secs(5);
 
+fn options(max_frame: usize) -> RemotingOptions {
+    RemotingOptions {
+        connect_timeout: T,
+        max_frame,
+        ..RemotingOptions::default()
+    }
+}
+
 #[tokio::test]
 async fn responses_match_requests_out_of_order() {
     let (listener, addr) = peer().await;
@@ -48,7 +57,7 @@ async fn responses_match_requests_out_of_order() {
         }
         s
     });
-    let conn = Connection::connect(&addr, T, MAX_FRAME, None)
+    let conn = Connection::connect(&addr, &options(MAX_FRAME), None, None)
         .await
         .expect("connect");
     let (a, b) = tokio::join!(
@@ -64,7 +73,7 @@ async fn responses_match_requests_out_of_order() {
 async fn server_requests_are_forwarded_or_refused() {
     let (listener, addr) = peer().await;
     let (notices_tx, mut notices) = mpsc::unbounded_channel();
-    let conn = Connection::connect(&addr, T, MAX_FRAME, Some(notices_tx))
+    let conn = Connection::connect(&addr, &options(MAX_FRAME), Some(notices_tx), None)
         .await
         .expect("connect");
     let (mut s, _) = listener.accept().await.expect("accept");
@@ -87,14 +96,14 @@ async fn server_requests_are_forwarded_or_refused() {
         notices.recv().await,
         Some(ServerRequest::ConsumerIdsChanged { group: "g".into() })
     );
-    conn.oneway(Command::request(5, [])).expect("oneway");
+    conn.oneway(Command::request(5, [])).await.expect("oneway");
     assert!(read_command(&mut s).await.is_oneway());
 }
 
 #[tokio::test]
 async fn timeouts_oversized_frames_and_closed_peers() {
     let (listener, addr) = peer().await;
-    let conn = Connection::connect(&addr, T, 1024, None)
+    let conn = Connection::connect(&addr, &options(1024), None, None)
         .await
         .expect("connect");
     let (mut s, _) = listener.accept().await.expect("accept");
@@ -164,4 +173,124 @@ async fn the_pool_redials_and_backs_off() {
         matches!(&backing_off, Err(Error::Disconnected { reason, .. }) if reason.contains("reconnecting")),
         "{backing_off:?}"
     );
+}
+
+fn quick(heartbeat: Duration) -> RemotingOptions {
+    RemotingOptions {
+        heartbeat_interval: heartbeat,
+        probe_timeout: Duration::from_millis(200),
+        write_timeout: Duration::from_millis(200),
+        queued_frames: 2,
+        ..options(MAX_FRAME)
+    }
+}
+
+fn body(text: &str) -> HeartbeatBody {
+    std::sync::Arc::new(std::sync::Mutex::new(bytes::Bytes::from(text.to_owned())))
+}
+
+#[tokio::test]
+async fn brokers_get_periodic_heartbeats_and_stay_healthy_when_answered() {
+    let (listener, addr) = peer().await;
+    let hb = body("hello");
+    let conn = Connection::connect(&addr, &quick(Duration::from_millis(50)), None, Some(hb))
+        .await
+        .expect("connect");
+    let (mut s, _) = listener.accept().await.expect("accept");
+    for _ in 0..3 {
+        let beat = read_command(&mut s).await;
+        assert_eq!(beat.code, codes::HEART_BEAT);
+        assert_eq!(beat.body.as_ref(), b"hello");
+        write_command(&mut s, &Command::response(0, beat.opaque, "")).await;
+    }
+    assert_eq!(conn.health(), Health::Healthy);
+}
+
+#[tokio::test]
+async fn a_silent_peer_makes_a_timeout_suspect_and_the_failed_probe_closes() {
+    let (listener, addr) = peer().await;
+    // A long heartbeat period: only the timeout triggers the probe.
+    let conn = Connection::connect(
+        &addr,
+        &quick(Duration::from_secs(600)),
+        None,
+        Some(body("")),
+    )
+    .await
+    .expect("connect");
+    let (mut s, _) = listener.accept().await.expect("accept");
+    let timed_out = conn
+        .invoke(Command::request(1, []), Duration::from_millis(100))
+        .await;
+    assert!(
+        matches!(timed_out, Err(Error::Timeout { .. })),
+        "{timed_out:?}"
+    );
+    assert_eq!(conn.health(), Health::Suspect);
+    let _request = read_command(&mut s).await;
+    let probe = read_command(&mut s).await;
+    assert_eq!(
+        probe.code,
+        codes::HEART_BEAT,
+        "a suspect connection is probed"
+    );
+    // Unanswered, the probe times out and the connection is closed: waiting callers learn.
+    let waiting = conn.invoke(Command::request(2, []), T).await;
+    assert!(
+        matches!(waiting, Err(Error::Disconnected { .. })),
+        "{waiting:?}"
+    );
+    assert!(conn.is_dead());
+}
+
+#[tokio::test]
+async fn a_name_server_connection_closes_at_the_second_timeout() {
+    let (listener, addr) = peer().await;
+    let conn = Connection::connect(&addr, &quick(Duration::from_millis(50)), None, None)
+        .await
+        .expect("connect");
+    let (_s, _) = listener.accept().await.expect("accept");
+    let short = Duration::from_millis(100);
+    assert!(conn.invoke(Command::request(1, []), short).await.is_err());
+    assert_eq!(
+        conn.health(),
+        Health::Suspect,
+        "no probes without a heartbeat"
+    );
+    assert!(conn.invoke(Command::request(1, []), short).await.is_err());
+    assert!(conn.is_dead());
+}
+
+#[tokio::test]
+async fn a_stalled_socket_fills_the_bounded_queue_and_the_write_timeout_closes() {
+    let (listener, addr) = peer().await;
+    let conn = Connection::connect(&addr, &quick(Duration::from_secs(600)), None, None)
+        .await
+        .expect("connect");
+    // The peer accepts and never reads: the socket buffers fill, then writes stall.
+    let (_s, _) = listener.accept().await.expect("accept");
+    let big = Command::request(5, []).with_body(vec![0u8; 1 << 20]);
+    let failed = within_secs(20, async {
+        let mut sent = 0;
+        loop {
+            match conn.oneway(big.clone()).await {
+                Ok(()) => sent += 1,
+                Err(e) => return (sent, e),
+            }
+        }
+    })
+    .await;
+    assert!(failed.1.is_transient(), "{failed:?}");
+    assert!(
+        failed.0 < 200,
+        "memory stays bounded: failed after {} MiB",
+        failed.0
+    );
+    assert!(conn.is_dead(), "the stalled write closed the connection");
+}
+
+async fn within_secs<T>(secs: u64, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .expect("in time")
 }

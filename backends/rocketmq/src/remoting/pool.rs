@@ -1,35 +1,64 @@
-//! [`Remoting`]: one multiplexed connection per address, redialled with backoff.
+//! [`Remoting`]: one multiplexed connection per address, redialled with backoff and jitter.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use super::backoff::{self, log_failure, Streak};
+use super::conn::HeartbeatBody;
 use super::{Command, Connection, ServerRequest};
 use crate::error::{Error, Result};
 use crate::protocol::codes;
 
-/// Timeouts and limits of the remoting layer.
+/// Timeouts and limits of the remoting layer (see [`crate::ConnectionConfig`] for the
+/// settings users give).
 #[derive(Debug, Clone)]
 pub struct RemotingOptions {
     /// Dial timeout.
     pub connect_timeout: Duration,
     /// Largest frame accepted from a server.
     pub max_frame: usize,
-    /// First reconnect delay after a failed dial; doubles per failure up to `max_backoff`.
+    /// Reconnect delay after the first failed dial; doubles per failure up to `max_backoff`,
+    /// the upper half of each delay jittered.
     pub min_backoff: Duration,
     /// Longest reconnect delay.
     pub max_backoff: Duration,
+    /// Longest a frame may take to be written; a connection whose writes stall longer is closed.
+    pub write_timeout: Duration,
+    /// Idle time before TCP keepalive probes (also their interval); `None` leaves keepalive off.
+    pub keepalive: Option<Duration>,
+    /// Frames queued per connection for its writer; senders wait for room (back-pressure).
+    pub queued_frames: usize,
+    /// Period of the HEART_BEAT sent on every broker connection (not to name servers).
+    pub heartbeat_interval: Duration,
+    /// How long a heartbeat (or the probe of a suspect connection) may take.
+    pub probe_timeout: Duration,
 }
 
 impl Default for RemotingOptions {
     fn default() -> Self {
+        RemotingOptions::from(&crate::ConnectionConfig::default())
+    }
+}
+
+impl From<&crate::ConnectionConfig> for RemotingOptions {
+    fn from(c: &crate::ConnectionConfig) -> Self {
+        let ms = Duration::from_millis;
         RemotingOptions {
-            connect_timeout: Duration::from_secs(3),
+            connect_timeout: ms(c.connect_timeout_ms.max(1)),
             max_frame: super::codec::MAX_FRAME + 4,
-            min_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_secs(2),
+            min_backoff: ms(c.reconnect_min_backoff_ms.max(1)),
+            max_backoff: ms(c
+                .reconnect_max_backoff_ms
+                .max(c.reconnect_min_backoff_ms.max(1))),
+            write_timeout: ms(c.write_timeout_ms.max(1)),
+            keepalive: (c.keepalive_ms > 0).then(|| ms(c.keepalive_ms)),
+            queued_frames: c.queued_frames.max(1),
+            heartbeat_interval: ms(c.heartbeat_interval_ms.max(1)),
+            probe_timeout: ms(c.probe_timeout_ms.max(1)),
         }
     }
 }
@@ -37,21 +66,27 @@ impl Default for RemotingOptions {
 #[derive(Default)]
 struct Slot {
     conn: Option<Arc<Connection>>,
-    failures: u32,
+    failures: Streak,
     retry_at: Option<Instant>,
 }
 
 /// Connections by address. While a dial to an address is backing off after failures, requests
 /// to it fail at once (transient `Disconnected`), so callers can move to another broker or name
-/// server instead of piling up behind a dead one.
+/// server instead of piling up behind a dead one. Connections to brokers carry the pool's
+/// heartbeat (see [`Remoting::set_heartbeat`]); name servers (see
+/// [`Remoting::add_name_servers`]) get none, as from the Java client.
 pub struct Remoting {
     options: RemotingOptions,
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
     notices: Option<mpsc::UnboundedSender<ServerRequest>>,
+    heartbeat: HeartbeatBody,
+    name_servers: Mutex<HashSet<String>>,
 }
 
 impl Remoting {
     /// A pool; server requests (NOTIFY_CONSUMER_IDS_CHANGED) go to `notices` when given.
+    /// Its broker connections heartbeat as client `client_id` with no producer or consumer
+    /// groups until [`Remoting::set_heartbeat`] says otherwise.
     pub fn new(
         options: RemotingOptions,
         notices: Option<mpsc::UnboundedSender<ServerRequest>>,
@@ -60,7 +95,27 @@ impl Remoting {
             options,
             slots: Mutex::default(),
             notices,
+            heartbeat: Arc::new(Mutex::new(Bytes::from(heartbeat_body(&client_id("pool"))))),
+            name_servers: Mutex::default(),
         }
+    }
+
+    /// The pool's options (consumers open pools of their own with the same ones).
+    pub fn options(&self) -> &RemotingOptions {
+        &self.options
+    }
+
+    /// Replaces the HEART_BEAT body every broker connection of the pool sends.
+    pub fn set_heartbeat(&self, body: Bytes) {
+        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = body;
+    }
+
+    /// Marks `addrs` as name servers: their connections send no heartbeats.
+    pub fn add_name_servers(&self, addrs: &[String]) {
+        self.name_servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(addrs.iter().cloned());
     }
 
     async fn connection(&self, addr: &str) -> Result<Arc<Connection>> {
@@ -75,34 +130,32 @@ impl Remoting {
         if let Some(at) = slot.retry_at.filter(|at| Instant::now() < *at) {
             return Err(Error::Disconnected {
                 addr: addr.into(),
-                reason: format!(
-                    "reconnecting in {:?} after {} failed attempts",
-                    at - Instant::now(),
-                    slot.failures
-                ),
+                reason: format!("reconnecting in {:?}", at - Instant::now()),
             });
         }
+        let heartbeat = (!self.is_name_server(addr)).then(|| self.heartbeat.clone());
         let o = &self.options;
-        match Connection::connect(addr, o.connect_timeout, o.max_frame, self.notices.clone()).await
-        {
+        match Connection::connect(addr, o, self.notices.clone(), heartbeat).await {
             Ok(conn) => {
                 let conn = Arc::new(conn);
                 // A slot that held a connection (now dead) or failed to dial: a reconnect.
-                if slot.conn.is_some() || slot.failures > 0 {
+                let failures = slot.failures.succeeded();
+                if slot.conn.is_some() || failures > 0 {
                     msgstream::metrics::record_reconnect("rocketmq", addr);
                 }
-                *slot = Slot {
-                    conn: Some(conn.clone()),
-                    failures: 0,
-                    retry_at: None,
-                };
+                if failures >= backoff::QUIET_FAILURES {
+                    tracing::warn!(%addr, failures, "rocketmq: reconnected");
+                }
+                slot.conn = Some(conn.clone());
+                slot.retry_at = None;
                 Ok(conn)
             }
             Err(e) => {
                 slot.conn = None;
-                slot.failures = slot.failures.saturating_add(1);
-                let shift = slot.failures.min(16) - 1;
-                let delay = o.min_backoff.saturating_mul(1 << shift).min(o.max_backoff);
+                log_failure!(slot.failures, "rocketmq dial", %addr, error = %e);
+                let failures = slot.failures.count();
+                let delay =
+                    backoff::delay(failures, o.min_backoff, o.max_backoff, backoff::jitter());
                 slot.retry_at = Some(Instant::now() + delay);
                 Err(e)
             }
@@ -124,7 +177,14 @@ impl Remoting {
 
     /// Sends a oneway request to `addr`.
     pub async fn oneway(&self, addr: &str, command: Command) -> Result<()> {
-        self.connection(addr).await?.oneway(command)
+        self.connection(addr).await?.oneway(command).await
+    }
+
+    fn is_name_server(&self, addr: &str) -> bool {
+        self.name_servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(addr)
     }
 
     /// Closes every connection.
@@ -144,6 +204,35 @@ impl Remoting {
             }
         }
     }
+}
+
+/// A client id as the Java client forms it (`ip@instance`), unique per process and `role`.
+pub fn client_id(role: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static INSTANCE: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "127.0.0.1@{}#{role}{}#{now}",
+        std::process::id(),
+        INSTANCE.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The HEART_BEAT body of a client with no consumer groups: the Java client's, which always
+/// names its inner producer group.
+pub fn heartbeat_body(client_id: &str) -> Vec<u8> {
+    serde_json::json!({
+        "clientID": client_id,
+        "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}],
+        "consumerDataSet": [],
+        "heartbeatFingerprint": 0,
+        "isWithoutSub": false,
+    })
+    .to_string()
+    .into_bytes()
 }
 
 /// The response if it is SUCCESS, else an `Error::Response` (or `TopicNotFound`).
