@@ -62,15 +62,21 @@ impl Drop for Server {
     }
 }
 
-/// A name server plus brokers `broker-a`, `broker-b`, … (all masters of one cluster).
+/// Name servers plus brokers `broker-a`, `broker-b`, … (all masters of one cluster, each
+/// registered with every name server).
 pub struct Cluster {
-    /// Name server address.
+    /// The first name server's address.
     pub namesrv: String,
-    /// Broker addresses, in name order.
+    /// Every name server's address.
+    pub name_servers: Vec<String>,
+    /// Broker addresses as the name servers route them, in name order.
     pub brokers: Vec<String>,
+    /// Where each broker listens (its routed address unless started with
+    /// [`Cluster::start_advertised`]).
+    pub broker_listen: Vec<String>,
     run: Option<PathBuf>,
     bin: PathBuf,
-    _namesrv: Option<Server>,
+    namesrv_procs: Vec<Option<Server>>,
     broker_procs: Vec<Option<Server>>,
     /// Deletes the run directory once every process using it is gone (statics are never
     /// dropped, so this cannot be a destructor).
@@ -196,10 +202,10 @@ fn check_disk(run: &Path) {
 /// the broker accepts (its default is 30 s after a first delay of 10): a registration that did
 /// not take at startup (one CI run waited 60 s for it in vain) is retried five times within
 /// [`wait_registered`]'s minute instead of twice.
-fn broker_toml(run: &Path, name: &str, port: u16, namesrv: &str) -> String {
+fn broker_toml(run: &Path, name: &str, port: u16, namesrv: &str, advertise: &str) -> String {
     let store = run.join(name);
     format!(
-        "[broker]\nlistenPort = {port}\nbrokerIp1 = \"127.0.0.1\"\nbrokerIp2 = \"127.0.0.1\"\n\
+        "[broker]\nlistenPort = {port}\nbrokerIp1 = \"{advertise}\"\nbrokerIp2 = \"127.0.0.1\"\n\
          storePathRootDir = \"{0}\"\nnamesrvAddr = \"{namesrv}\"\nautoCreateTopicEnable = true\n\
          autoCreateSubscriptionGroup = true\nregisterNameServerPeriod = 10000\n\n[broker.brokerIdentity]\nbrokerName = \"{name}\"\n\
          brokerClusterName = \"DefaultCluster\"\nbrokerId = 0\n\n[broker.brokerServerConfig]\n\
@@ -210,6 +216,13 @@ fn broker_toml(run: &Path, name: &str, port: u16, namesrv: &str) -> String {
         store.display(),
         port + 1
     )
+}
+
+fn unique_stamp() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("test server setup")
+        .as_nanos()
 }
 
 /// The name of broker `i`: `broker-a`, `broker-b`, …
@@ -225,6 +238,18 @@ impl Cluster {
 
     /// Starts a fresh name server and `brokers` brokers.
     pub fn start_with(brokers: usize) -> Cluster {
+        Cluster::start_many(1, brokers)
+    }
+
+    /// Starts `name_servers` fresh name servers and `brokers` brokers registered with all.
+    pub fn start_many(name_servers: usize, brokers: usize) -> Cluster {
+        Cluster::start_advertised(name_servers, brokers, "127.0.0.1")
+    }
+
+    /// Like [`Cluster::start_many`], with brokers listening on 127.0.0.1 but registered (so
+    /// routed to clients) as `host` with the same port: a test can put a proxy at that address
+    /// (Linux routes all of 127.0.0.0/8 to the loopback interface).
+    pub fn start_advertised(name_servers: usize, brokers: usize, host: &str) -> Cluster {
         let bin = bin_dir();
         let run = tempfile::Builder::new()
             .prefix("rocketmq-test")
@@ -237,8 +262,6 @@ impl Cluster {
         for d in ["home", "namesrv"] {
             std::fs::create_dir_all(r.join(d)).expect("test server setup");
         }
-        let np = free_port();
-        let namesrv = format!("127.0.0.1:{np}");
         std::fs::write(
             r.join("namesrv.toml"),
             format!(
@@ -248,6 +271,10 @@ impl Cluster {
             ),
         )
         .expect("test server setup");
+        let name_servers: Vec<String> = (0..name_servers.max(1))
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let namesrv = name_servers.join(";");
         let mut addrs = Vec::new();
         for i in 0..brokers {
             let port = broker_port();
@@ -255,35 +282,59 @@ impl Cluster {
             std::fs::create_dir_all(r.join(&name)).expect("test server setup");
             std::fs::write(
                 r.join(format!("{name}.toml")),
-                broker_toml(r, &name, port, &namesrv),
+                broker_toml(r, &name, port, &namesrv, host),
             )
             .expect("test server setup");
-            addrs.push(format!("127.0.0.1:{port}"));
+            addrs.push(port);
         }
-        let args = vec![
-            "-c".to_owned(),
-            r.join("namesrv.toml").display().to_string(),
-            "--bindAddress".to_owned(),
-            "127.0.0.1".to_owned(),
-            "--listenPort".to_owned(),
-            np.to_string(),
-        ];
-        let namesrv_server =
-            Server::spawn(&bin.join("rocketmq-namesrv-rust"), &args, r, "namesrv.log");
-        wait_tcp(&namesrv, "the name server");
         let mut cluster = Cluster {
-            namesrv,
+            namesrv: name_servers[0].clone(),
+            namesrv_procs: name_servers.iter().map(|_| None).collect(),
+            name_servers,
             broker_procs: addrs.iter().map(|_| None).collect(),
-            brokers: addrs,
+            brokers: addrs.iter().map(|p| format!("{host}:{p}")).collect(),
+            broker_listen: addrs.iter().map(|p| format!("127.0.0.1:{p}")).collect(),
             run: Some(run),
             bin,
-            _namesrv: Some(namesrv_server),
             _cleanup: Some(cleanup),
         };
+        for i in 0..cluster.name_servers.len() {
+            cluster.start_name_server(i);
+        }
         for i in 0..brokers {
             cluster.start_broker(i);
         }
         cluster
+    }
+
+    /// Starts (or restarts) name server `i`; brokers register with it at their next period.
+    pub fn start_name_server(&mut self, i: usize) {
+        let run = self.run.clone().expect("own cluster");
+        let addr = self.name_servers[i].clone();
+        let port = addr.rsplit(':').next().expect("host:port").to_owned();
+        let args = vec![
+            "-c".to_owned(),
+            run.join("namesrv.toml").display().to_string(),
+            "--bindAddress".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--listenPort".to_owned(),
+            port,
+        ];
+        let log = format!("namesrv-{i}-{}.log", unique_stamp());
+        self.namesrv_procs[i] = Some(Server::spawn(
+            &self.bin.join("rocketmq-namesrv-rust"),
+            &args,
+            &run,
+            &log,
+        ));
+        wait_tcp(&addr, "the name server");
+    }
+
+    /// Kills name server `i` (SIGKILL) and waits until it is gone.
+    pub fn kill_name_server(&mut self, i: usize) {
+        if let Some(mut server) = self.namesrv_procs[i].take() {
+            server.kill();
+        }
     }
 
     /// Starts (or restarts, on the same store) broker `i` and waits until it is registered.
@@ -294,21 +345,18 @@ impl Cluster {
             "-c".to_owned(),
             run.join(format!("{name}.toml")).display().to_string(),
         ];
-        let log = format!(
-            "{name}-{}.log",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("test server setup")
-                .as_nanos()
-        );
+        let log = format!("{name}-{}.log", unique_stamp());
         self.broker_procs[i] = Some(Server::spawn(
             &self.bin.join("rocketmq-broker-rust"),
             &args,
             &run,
             &log,
         ));
-        wait_tcp(&self.brokers[i], "the broker");
-        wait_registered(&self.namesrv, &name, &self.brokers[i]);
+        wait_tcp(&self.broker_listen[i], "the broker");
+        let live = self.name_servers.iter().zip(&self.namesrv_procs);
+        for (namesrv, _) in live.filter(|(_, process)| process.is_some()) {
+            wait_registered(namesrv, &name, &self.brokers[i]);
+        }
     }
 
     /// Kills broker `i` (SIGKILL) and waits until it is gone.
@@ -321,7 +369,7 @@ impl Cluster {
     /// Client settings for this cluster (offsets persisted every 200 ms).
     pub fn config(&self) -> RocketMqConfig {
         RocketMqConfig {
-            name_servers: vec![self.namesrv.clone()],
+            name_servers: self.name_servers.clone(),
             persist_interval_ms: 200,
             ..RocketMqConfig::default()
         }
@@ -371,11 +419,13 @@ pub fn shared() -> &'static Cluster {
     static SHARED: OnceLock<Cluster> = OnceLock::new();
     SHARED.get_or_init(|| match std::env::var("MSGSTREAM_ROCKETMQ_NAMESRV") {
         Ok(namesrv) => Cluster {
+            name_servers: namesrv.split(';').map(str::to_owned).collect(),
             namesrv,
             brokers: Vec::new(),
+            broker_listen: Vec::new(),
             run: None,
             bin: PathBuf::new(),
-            _namesrv: None,
+            namesrv_procs: Vec::new(),
             broker_procs: Vec::new(),
             _cleanup: None,
         },
