@@ -259,21 +259,24 @@ impl Cluster {
         let cleanup = cleanup_guard(&run);
         let r = run.as_path();
         check_disk(r);
-        for d in ["home", "namesrv"] {
-            std::fs::create_dir_all(r.join(d)).expect("test server setup");
-        }
-        std::fs::write(
-            r.join("namesrv.toml"),
-            format!(
-                "rocketmqHome = \"{0}/home\"\nkvConfigPath = \"{0}/namesrv/kvConfig.json\"\n\
-                 configStorePath = \"{0}/namesrv/namesrv.properties\"\n\n[runtime]\nworkerThreads = 2\n",
-                r.display()
-            ),
-        )
-        .expect("test server setup");
+        std::fs::create_dir_all(r.join("home")).expect("test server setup");
         let name_servers: Vec<String> = (0..name_servers.max(1))
             .map(|_| format!("127.0.0.1:{}", free_port()))
             .collect();
+        for i in 0..name_servers.len() {
+            let dir = r.join(format!("namesrv-{i}"));
+            std::fs::create_dir_all(&dir).expect("test server setup");
+            std::fs::write(
+                r.join(format!("namesrv-{i}.toml")),
+                format!(
+                    "rocketmqHome = \"{0}/home\"\nkvConfigPath = \"{1}/kvConfig.json\"\n\
+                     configStorePath = \"{1}/namesrv.properties\"\n\n[runtime]\nworkerThreads = 2\n",
+                    r.display(),
+                    dir.display()
+                ),
+            )
+            .expect("test server setup");
+        }
         let namesrv = name_servers.join(";");
         let mut addrs = Vec::new();
         for i in 0..brokers {
@@ -314,7 +317,7 @@ impl Cluster {
         let port = addr.rsplit(':').next().expect("host:port").to_owned();
         let args = vec![
             "-c".to_owned(),
-            run.join("namesrv.toml").display().to_string(),
+            run.join(format!("namesrv-{i}.toml")).display().to_string(),
             "--bindAddress".to_owned(),
             "127.0.0.1".to_owned(),
             "--listenPort".to_owned(),
