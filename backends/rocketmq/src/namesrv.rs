@@ -23,8 +23,12 @@ pub struct NameServers {
     current: AtomicUsize,
     remoting: Arc<Remoting>,
     timeout: Duration,
-    routes: Mutex<HashMap<String, (Arc<TopicRoute>, Instant)>>,
+    /// Routes with when they were fetched; `None` once invalidated (kept, as the last known
+    /// route, for name-server outages and for telling a lost broker from a deleted topic).
+    routes: Mutex<HashMap<String, Cached>>,
 }
+
+type Cached = (Arc<TopicRoute>, Option<Instant>);
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,7 +93,7 @@ impl NameServers {
 
     /// The route of `topic`, from the cache while it is fresh.
     pub async fn route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
-        if let Some((route, at)) = self.cached(topic) {
+        if let Some((route, Some(at))) = self.cached(topic) {
             if at.elapsed() < ROUTE_TTL {
                 return Ok(route);
             }
@@ -97,12 +101,34 @@ impl NameServers {
         self.refresh(topic).await
     }
 
-    fn cached(&self, topic: &str) -> Option<(Arc<TopicRoute>, Instant)> {
+    fn cached(&self, topic: &str) -> Option<Cached> {
         self.lock().get(topic).cloned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<TopicRoute>, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
         self.routes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The name servers route no `topic` (TOPIC_NOT_EXIST). When every broker of its last known
+    /// route is unregistered too, the brokers are down (a name server drops a broker's topics
+    /// with its connection), not the topic deleted: a transient error, and the route is kept.
+    async fn not_routed(&self, topic: &str) -> Error {
+        let known = self.cached(topic).map(|(route, _)| route);
+        if let Some(known) = known {
+            if let Ok(registered) = self.masters().await {
+                if !known.masters.keys().any(|b| registered.contains_key(b)) {
+                    let brokers: Vec<&String> = known.masters.keys().collect();
+                    return Error::Disconnected {
+                        addr: "name servers".into(),
+                        reason: format!(
+                            "the brokers of topic {topic:?} ({brokers:?}) are not registered"
+                        ),
+                    };
+                }
+            }
+        }
+        self.lock().remove(topic);
+        Error::TopicNotFound(topic.to_owned())
     }
 
     /// Fetches the route of `topic` now. A stale cached route is kept when the name servers
@@ -123,22 +149,23 @@ impl NameServers {
             Err(e) => return Err(e),
         };
         if response.code == codes::TOPIC_NOT_EXIST {
-            self.lock().remove(topic);
-            return Err(Error::TopicNotFound(topic.to_owned()));
+            return Err(self.not_routed(topic).await);
         }
         let response = check(codes::GET_ROUTE, response)?;
         let route = Arc::new(TopicRoute::parse(topic, &response.body)?);
         if route.masters.is_empty() {
-            return Err(Error::TopicNotFound(topic.to_owned()));
+            return Err(self.not_routed(topic).await);
         }
         self.lock()
-            .insert(topic.to_owned(), (route.clone(), Instant::now()));
+            .insert(topic.to_owned(), (route.clone(), Some(Instant::now())));
         Ok(route)
     }
 
-    /// Forgets the cached route of `topic` (after a send or pull error).
+    /// Makes the next use of `topic`'s route fetch it again (after a send or pull error).
     pub fn invalidate(&self, topic: &str) {
-        self.lock().remove(topic);
+        if let Some(entry) = self.lock().get_mut(topic) {
+            entry.1 = None;
+        }
     }
 
     /// Broker name → master address of every broker the name servers know.
@@ -169,7 +196,7 @@ impl NameServers {
 
     /// Removes `topic` from every name server (DELETE_TOPIC_IN_NAMESRV).
     pub async fn delete_topic(&self, topic: &str) -> Result<()> {
-        self.invalidate(topic);
+        self.lock().remove(topic);
         for addr in &self.addrs {
             let command = Command::request(
                 codes::DELETE_TOPIC_IN_NAMESRV,
