@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use msgstream::testkit::within;
 use msgstream_rocketmq::namespace::Namespace;
+use msgstream_rocketmq::protocol::codes;
+use msgstream_rocketmq::remoting::{client_id, heartbeat_body, Command, Remoting, RemotingOptions};
 use msgstream_rocketmq::{
     ConsumeResult, ConsumerOptions, LitePullConsumer, MessageQueue, QueueSelector, Selector,
 };
@@ -115,4 +117,32 @@ async fn two_consumers_split_queues_and_rebalance_on_notification() {
     got.sort();
     assert_eq!(got, (0..8).map(|i| i.to_string()).collect::<Vec<_>>());
     a.shutdown().await.expect("shutdown");
+}
+
+/// The HEART_BEAT every broker connection sends (the Java client's body with a client id of its
+/// own, no consumer groups) is accepted and leaves the group members alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_heartbeats_are_accepted_and_keep_group_members() {
+    let admin = admin();
+    let t = topic(&admin, "hb", 1).await;
+    let group = support::unique("hbg");
+    let c = LitePullConsumer::new(&admin, Namespace::default(), options(&group)).expect("new");
+    c.subscribe(&t, Selector::All).expect("subscribe");
+    c.start().await.expect("start");
+    let masters = admin.name_servers().masters().await.expect("masters");
+    let addr = masters.values().next().expect("a broker");
+    let member = |ids: Vec<String>| ids.iter().any(|id| id == c.client_id());
+    assert!(member(admin.consumer_ids(addr, &group).await.expect("ids")));
+    let remoting = Remoting::new(RemotingOptions::default(), None);
+    let beat =
+        Command::request(codes::HEART_BEAT, []).with_body(heartbeat_body(&client_id("pool")));
+    remoting
+        .call(addr, beat, Duration::from_secs(3))
+        .await
+        .expect("the broker accepts the heartbeat");
+    assert!(
+        member(admin.consumer_ids(addr, &group).await.expect("ids")),
+        "still a member"
+    );
+    c.shutdown().await.expect("shutdown");
 }

@@ -65,6 +65,7 @@ impl Inner {
 
     /// Tells every master this consumer left, so the others rebalance at once.
     pub(super) async fn unregister(&self) -> Result<()> {
+        self.admin.remoting.reset_heartbeat();
         for addr in self.admin.namesrv.masters().await?.values() {
             let command = Command::request(
                 codes::UNREGISTER_CLIENT,

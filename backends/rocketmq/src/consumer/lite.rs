@@ -43,7 +43,6 @@ impl LitePullConsumer {
         let (batches_tx, batches) = mpsc::channel(options.total_buffer.max(1));
         let remoting = Remoting::new(shared.remoting.options().clone(), Some(notices_tx));
         let client_id = remoting::client_id("consumer");
-        remoting.set_heartbeat(remoting::heartbeat_body(&client_id).into());
         let admin = Admin {
             remoting: Arc::new(remoting),
             namesrv: shared.namesrv.clone(),

@@ -80,22 +80,28 @@ pub struct Remoting {
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
     notices: Option<mpsc::UnboundedSender<ServerRequest>>,
     heartbeat: HeartbeatBody,
+    /// The body without groups, under the pool's own client id.
+    plain_heartbeat: Bytes,
     name_servers: Mutex<HashSet<String>>,
 }
 
 impl Remoting {
     /// A pool; server requests (NOTIFY_CONSUMER_IDS_CHANGED) go to `notices` when given.
-    /// Its broker connections heartbeat as client `client_id` with no producer or consumer
-    /// groups until [`Remoting::set_heartbeat`] says otherwise.
+    /// Its broker connections heartbeat under a client id of the pool's own with no consumer
+    /// groups until [`Remoting::set_heartbeat`] says otherwise. (Never under a consumer's id: a
+    /// heartbeat without its groups under a member's client id, from another connection, took
+    /// the member out of its group on the rocketmq-rust broker.)
     pub fn new(
         options: RemotingOptions,
         notices: Option<mpsc::UnboundedSender<ServerRequest>>,
     ) -> Self {
+        let plain_heartbeat = Bytes::from(heartbeat_body(&client_id("pool")));
         Remoting {
             options,
             slots: Mutex::default(),
             notices,
-            heartbeat: Arc::new(Mutex::new(Bytes::from(heartbeat_body(&client_id("pool"))))),
+            heartbeat: Arc::new(Mutex::new(plain_heartbeat.clone())),
+            plain_heartbeat,
             name_servers: Mutex::default(),
         }
     }
@@ -108,6 +114,12 @@ impl Remoting {
     /// Replaces the HEART_BEAT body every broker connection of the pool sends.
     pub fn set_heartbeat(&self, body: Bytes) {
         *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = body;
+    }
+
+    /// Goes back to the plain heartbeat (before leaving a group, so that no heartbeat joins it
+    /// again).
+    pub fn reset_heartbeat(&self) {
+        self.set_heartbeat(self.plain_heartbeat.clone());
     }
 
     /// Marks `addrs` as name servers: their connections send no heartbeats.
