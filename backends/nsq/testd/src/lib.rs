@@ -16,11 +16,16 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod announce;
 mod api;
 mod commands;
+mod connections;
 mod external;
+mod heartbeat;
 mod http;
 mod lookupd;
+mod lookupd_upstream;
+mod stats;
 mod store;
 mod tcp;
 
@@ -110,13 +115,15 @@ pub(crate) struct Shared {
     pub drops: watch::Sender<u64>,
     pub tcp_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// When the server started, in seconds since the epoch (`/info`, `/stats`).
+    pub start_time: u64,
 }
 
 impl Shared {
     /// Locks the store; a poisoned lock (a panicked connection task) still holds consistent
     /// plain data.
-    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn store(&self) -> StoreGuard<'_> {
+        StoreGuard(self.store.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     pub(crate) fn next_client(&self) -> u64 {
@@ -157,6 +164,37 @@ impl Shared {
     }
 }
 
+/// The locked store. Releasing it announces the topics and channels that appeared or went
+/// while it was held (what nsqd sends its lookupds), whichever code changed them.
+pub(crate) struct StoreGuard<'a>(MutexGuard<'a, Store>);
+
+impl std::ops::Deref for StoreGuard<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.0
+    }
+}
+
+impl Drop for StoreGuard<'_> {
+    fn drop(&mut self) {
+        let store = &mut *self.0;
+        store.announcer.sync(&store.topics);
+    }
+}
+
+/// Seconds since the epoch (0 if the clock is before it).
+pub(crate) fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// nsqd's topic/channel name rule: `[.a-zA-Z0-9_-]{1,64}`, optionally `#ephemeral`.
 pub(crate) fn valid_name(name: &str) -> bool {
     let base = name.strip_suffix("#ephemeral").unwrap_or(name);
@@ -194,6 +232,7 @@ impl TestServer {
             drops,
             tcp_addr: tcp.local_addr()?,
             http_addr: http.local_addr()?,
+            start_time: unix_seconds(),
         });
         let ticker = {
             let shared = shared.clone();
