@@ -263,6 +263,13 @@ impl NsqConsumer {
         }
     }
 
+    /// Reports a delivery that came again (see `redelivery`).
+    fn report_if_redelivered(&self, nsq: Option<&NsqMessage>) {
+        if let Some(nsq) = nsq.filter(|nsq| nsq.attempts() > 1) {
+            super::redelivery::report(&self.topic, &self.subscription, nsq);
+        }
+    }
+
     /// Stops the server's deliveries, requeues the unacked in id order (so they come back
     /// first and in order), then stops the push consumer gracefully.
     async fn shut(&mut self) {
@@ -292,7 +299,9 @@ impl Consumer for NsqConsumer {
             Some(nsq) => Some(nsq),
             None => {
                 self.warn_if_starved();
-                inner.recv().await
+                let next = inner.recv().await;
+                self.report_if_redelivered(next.as_ref());
+                next
             }
         };
         let Some(nsq) = next else {
@@ -323,6 +332,7 @@ impl Consumer for NsqConsumer {
             let Some(nsq) = inner.try_recv().await else {
                 break;
             };
+            self.report_if_redelivered(Some(&nsq));
             let Ok(message) = self.to_message(&nsq) else {
                 // Reported by the next `recv`, in its place in the order.
                 self.undecodable = Some(nsq);
