@@ -69,7 +69,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         Ok(Ok(_))
     );
     if magic_ok && &magic != b"  V2" {
-        let _ = tx.send(frame(ERROR, b"E_BAD_PROTOCOL improper protocol version"));
+        let _ = tx.send(frame(ERROR, b"E_BAD_PROTOCOL"));
     }
     if magic_ok && &magic == b"  V2" {
         let closer = session.closer();
