@@ -15,6 +15,10 @@ use msgstream_nsq_testd::{Options, TestServer};
 const NSQD_TCP: &str = "127.0.0.1:4250";
 const NSQD_HTTP: &str = "127.0.0.1:4251";
 
+/// U5 steps 5-6 read the stats U3 left (its 60-s redelivery flow, with consumer B connected).
+const U5_AFTER_U3: &[u32] = &[5, 6];
+const U5_AFTER_U3_WHY: &str = "/stats of U3's channel after U3's whole flow";
+
 async fn server(options: Options) -> TestServer {
     TestServer::start(options)
         .await
@@ -34,6 +38,14 @@ async fn u1_identify_heartbeats_and_identify_errors() {
 }
 
 #[tokio::test]
+async fn u2_a_topic_holds_messages_until_its_first_channel() {
+    let nsqd = server(Options::default()).await;
+    on("upstream-U2-held-until-first-channel.jsonl", &nsqd)
+        .check()
+        .await;
+}
+
+#[tokio::test]
 async fn u4_error_frames_and_which_close_the_connection() {
     let nsqd = server(Options {
         max_msg_size: 1024,
@@ -41,6 +53,15 @@ async fn u4_error_frames_and_which_close_the_connection() {
     })
     .await;
     on("upstream-U4-errors.jsonl", &nsqd).check().await;
+}
+
+#[tokio::test]
+async fn u5_http_api() {
+    let nsqd = server(Options::default()).await;
+    on("upstream-U5-http.jsonl", &nsqd)
+        .skip(U5_AFTER_U3, U5_AFTER_U3_WHY)
+        .check()
+        .await;
 }
 
 #[tokio::test]

@@ -18,9 +18,11 @@
 
 mod api;
 mod commands;
+mod connections;
 mod external;
 mod http;
 mod lookupd;
+mod stats;
 mod store;
 mod tcp;
 
@@ -110,6 +112,8 @@ pub(crate) struct Shared {
     pub drops: watch::Sender<u64>,
     pub tcp_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// When the server started, in seconds since the epoch (`/info`, `/stats`).
+    pub start_time: u64,
 }
 
 impl Shared {
@@ -157,6 +161,13 @@ impl Shared {
     }
 }
 
+/// Seconds since the epoch (0 if the clock is before it).
+pub(crate) fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// nsqd's topic/channel name rule: `[.a-zA-Z0-9_-]{1,64}`, optionally `#ephemeral`.
 pub(crate) fn valid_name(name: &str) -> bool {
     let base = name.strip_suffix("#ephemeral").unwrap_or(name);
@@ -195,6 +206,7 @@ impl TestServer {
             drops,
             tcp_addr: tcp.local_addr()?,
             http_addr: http.local_addr()?,
+            start_time: unix_seconds(),
         });
         let ticker = {
             let shared = shared.clone();

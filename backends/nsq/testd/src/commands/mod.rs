@@ -62,6 +62,8 @@ impl Fail {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Identify {
+    client_id: String,
+    hostname: String,
     feature_negotiation: bool,
     heartbeat_interval: i64,
     msg_timeout: i64,
@@ -241,6 +243,9 @@ impl Session {
                 "E_IDENTIFY_FAILED",
                 "cannot enable both deflate and snappy compression",
             ));
+        }
+        if let Some(connection) = self.store().connections.get_mut(&self.id) {
+            connection.identify(data.client_id, data.hostname, data.user_agent.clone());
         }
         self.user_agent = data.user_agent;
         if let Some(task) = self.heartbeat_task.take() {

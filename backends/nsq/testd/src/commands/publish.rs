@@ -31,7 +31,9 @@ impl Session {
         };
         self.check_auth()?;
         let pid = self.partition(&topic, p.get(1), false)?;
+        let count = bodies.len() as u64;
         self.shared.put(&topic, pid, bodies, None, 0);
+        self.count_published(&topic, count);
         self.reply(b"OK");
         Ok(())
     }
@@ -55,8 +57,16 @@ impl Session {
         let at = now() + Duration::from_millis(defer);
         self.shared
             .put(&topic, pid, vec![Bytes::from(body)], Some(at), 0);
+        self.count_published(&topic, 1);
         self.reply(b"OK");
         Ok(())
+    }
+
+    /// The connection's `pub_counts` in `/stats`.
+    fn count_published(&self, topic: &str, count: u64) {
+        if let Some(connection) = self.store().connections.get_mut(&self.id) {
+            *connection.pub_counts.entry(topic.to_string()).or_default() += count;
+        }
     }
 
     pub(super) async fn pub_trace(
