@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::mpsc;
 
-use redelivery::Queued;
 pub(crate) use crate::connections::Connection;
+use redelivery::Queued;
 
 /// Connection id.
 pub(crate) type ClientId = u64;
