@@ -161,7 +161,7 @@ impl Session {
         let _ = self.tx.send(frame(RESPONSE, data));
     }
 
-    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+    fn store(&self) -> crate::StoreGuard<'_> {
         self.shared.store()
     }
 
