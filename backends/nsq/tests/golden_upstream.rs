@@ -57,6 +57,35 @@ async fn u4_error_frames_and_which_close_the_connection() {
     on("upstream-U4-errors.jsonl", &nsqd).check().await;
 }
 
+/// The harness itself: a server with another limit than the recording's is caught at the first
+/// answer that differs, and the report names the step and both texts.
+#[tokio::test]
+async fn a_difference_is_reported_with_its_step_and_both_texts() {
+    let nsqd = server(Options::default()).await;
+    let mismatch = on("upstream-U4-errors.jsonl", &nsqd)
+        .run()
+        .await
+        .expect_err("a 1 MiB max_msg_size accepts what the recording refused");
+    assert_eq!(
+        (
+            mismatch.file.as_str(),
+            mismatch.step,
+            mismatch.conn.as_str()
+        ),
+        ("upstream-U4-errors.jsonl", 43, "tcp6")
+    );
+    assert_eq!(
+        mismatch.expected,
+        "ERROR E_BAD_MESSAGE PUB message too big 1025 > 1024"
+    );
+    assert_eq!(mismatch.actual, "RESPONSE OK");
+    let report = mismatch.to_string();
+    assert!(
+        report.contains("step 43") && report.contains("note:"),
+        "{report}"
+    );
+}
+
 #[tokio::test]
 async fn u5_http_api() {
     let nsqd = server(Options::default()).await;

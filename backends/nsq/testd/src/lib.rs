@@ -21,6 +21,7 @@ mod api;
 mod commands;
 mod connections;
 mod external;
+mod heartbeat;
 mod http;
 mod lookupd;
 mod lookupd_upstream;
