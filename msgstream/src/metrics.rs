@@ -17,7 +17,9 @@
 //! messages without a tick and stopped being read); `msgstream.retries` (counter by
 //! `operation`: creating producers and consumers, and receives retried after a transient
 //! error); `msgstream.reconnects` (counter by `backend` and `addr`, recorded by the backends
-//! through [`record_reconnect`]).
+//! through [`record_reconnect`]); `msgstream.redeliveries` (counter by `backend` and `channel`:
+//! messages the broker delivered again, which may come after newer ones, recorded through
+//! [`record_redelivery`]).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -41,6 +43,7 @@ pub(crate) struct Metrics {
     stalls: Counter<u64>,
     retries: Counter<u64>,
     reconnects: Counter<u64>,
+    redeliveries: Counter<u64>,
 }
 
 /// The instruments, created from the global provider on first use.
@@ -103,6 +106,12 @@ pub(crate) fn get() -> &'static Metrics {
             reconnects: meter
                 .u64_counter("msgstream.reconnects")
                 .with_description("Connections to a broker made again after one was lost")
+                .build(),
+            redeliveries: meter
+                .u64_counter("msgstream.redeliveries")
+                .with_description(
+                    "Messages a broker delivered again (possibly after newer ones), by channel",
+                )
                 .build(),
         }
     })
@@ -169,6 +178,18 @@ pub fn record_reconnect(backend: &str, addr: &str) {
         &[
             KeyValue::new("backend", backend.to_string()),
             KeyValue::new("addr", addr.to_string()),
+        ],
+    );
+}
+
+/// Records that a backend received a message of `channel` again (a redelivery, which may come
+/// after newer messages). For backend crates, as [`record_reconnect`].
+pub fn record_redelivery(backend: &str, channel: &str) {
+    get().redeliveries.add(
+        1,
+        &[
+            KeyValue::new("backend", backend.to_string()),
+            KeyValue::new("channel", channel.to_string()),
         ],
     );
 }

@@ -27,6 +27,10 @@ use crate::message::Message as NsqMessage;
 /// with a shorter timeout is touched every third of it.
 const TOUCH_EVERY: Duration = Duration::from_secs(15);
 
+/// How long a subscription holding `max_in_flight` unacked messages waits for a delivery
+/// before it warns that it waits for acks (see `NsqConsumer::next_delivery`).
+const STALLED_AFTER: Duration = Duration::from_secs(2);
+
 /// Shortest touch interval (nsqd's shortest message timeout is 1 s).
 const TOUCH_AT_MOST_EVERY: Duration = Duration::from_millis(100);
 
@@ -240,17 +244,28 @@ impl NsqConsumer {
         )
     }
 
-    /// Warns, once per stretch, when this subscription holds `max_in_flight` unacked messages
-    /// and so waits for nothing: nsqd sends a subscription no more than that many unanswered
-    /// messages, and the streams ack only once a pack was handed over, so a timetick stream
-    /// whose channel does not tick within `max_in_flight` messages would otherwise wait
-    /// without a word.
-    fn warn_if_starved(&mut self) {
+    /// The next delivery. Warns, once per stretch, when this subscription holds
+    /// `max_in_flight` unacked messages and nothing came for [`STALLED_AFTER`]: nsqd sends a
+    /// subscription no more than that many unanswered messages, and the streams ack only once
+    /// a pack was handed over, so a timetick stream whose channel does not tick within
+    /// `max_in_flight` messages would otherwise wait without a word. Shorter waits at the limit
+    /// are a stream's normal flow (it acks as the application takes messages) and say nothing.
+    async fn next_delivery(&mut self, inner: &NsqPush) -> Option<NsqMessage> {
         let limit = usize::try_from(self.shared.config.max_in_flight.max(1)).unwrap_or(usize::MAX);
-        let held = lock(&self.acks.pending).len();
-        if held < limit {
+        let held = || lock(&self.acks.pending).len();
+        if held() < limit {
             self.starved = false;
-        } else if !self.starved {
+        }
+        if self.starved || held() < limit {
+            return inner.recv().await;
+        }
+        // `Consumer::recv` is cancel-safe: a delivery racing the timer is not lost.
+        tokio::select! {
+            next = inner.recv() => return next,
+            () = tokio::time::sleep(STALLED_AFTER) => {}
+        }
+        let held = held();
+        if held >= limit {
             self.starved = true;
             tracing::warn!(
                 topic = %self.topic,
@@ -260,6 +275,14 @@ impl NsqConsumer {
                  it no more until some are acked; a timetick stream needs every channel to tick \
                  within max_in_flight messages: raise [nsq] max_in_flight"
             );
+        }
+        inner.recv().await
+    }
+
+    /// Reports a delivery that came again (see `redelivery`).
+    fn report_if_redelivered(&self, nsq: Option<&NsqMessage>) {
+        if let Some(nsq) = nsq.filter(|nsq| nsq.attempts() > 1) {
+            super::redelivery::report(&self.topic, &self.subscription, nsq);
         }
     }
 
@@ -291,8 +314,9 @@ impl Consumer for NsqConsumer {
         let next = match self.undecodable.take() {
             Some(nsq) => Some(nsq),
             None => {
-                self.warn_if_starved();
-                inner.recv().await
+                let next = self.next_delivery(&inner).await;
+                self.report_if_redelivered(next.as_ref());
+                next
             }
         };
         let Some(nsq) = next else {
@@ -323,6 +347,7 @@ impl Consumer for NsqConsumer {
             let Some(nsq) = inner.try_recv().await else {
                 break;
             };
+            self.report_if_redelivered(Some(&nsq));
             let Ok(message) = self.to_message(&nsq) else {
                 // Reported by the next `recv`, in its place in the order.
                 self.undecodable = Some(nsq);

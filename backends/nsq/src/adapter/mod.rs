@@ -39,6 +39,7 @@ mod consumer;
 mod ordered;
 mod producer;
 mod reader;
+mod redelivery;
 mod spool;
 mod spooled;
 

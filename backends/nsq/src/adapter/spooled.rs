@@ -82,6 +82,24 @@ struct Journal {
 }
 
 impl Journal {
+    /// The journal of `spool`, open, nothing handed over yet.
+    fn new(spool: Spool, sync: SpoolSync) -> Journal {
+        Journal {
+            replay_end: spool.next_seq(),
+            spool: Mutex::new(Some(spool)),
+            cursor: AtomicU64::new(0),
+            ready: Mutex::default(),
+            handed: Mutex::default(),
+            staged: Mutex::default(),
+            failed: Mutex::default(),
+            spooled: Notify::new(),
+            room: Notify::new(),
+            ended: AtomicBool::new(false),
+            sync,
+            closed: AtomicBool::new(false),
+        }
+    }
+
     fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed("nsq consumer"))
@@ -202,16 +220,19 @@ async fn run<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'stati
 }
 
 /// The pump: spools each delivery, then FINs it; stops when the reading consumer stops.
-async fn pump(journal: Arc<Journal>, reading: Arc<NsqPush>) {
+///
+/// Also while the consumer closes: what nsqd sent before it took the CLS is spooled too (the
+/// next consumer of the subscription gets it first, in order), not requeued, because upstream
+/// nsqd would put a requeued message behind everything already waiting in the channel.
+async fn pump(journal: Arc<Journal>, reading: Arc<NsqPush>, topic: String, subscription: String) {
     while let Some(nsq) = reading.recv().await {
-        if journal.closed.load(Ordering::Acquire) {
-            let _ = nsq.requeue_without_backoff(Some(Duration::ZERO)).await;
-            continue;
-        }
         if journal.holds(&nsq.id().0) {
             // Spooled before the process died, its FIN lost.
             let _ = nsq.finish().await;
             continue;
+        }
+        if nsq.attempts() > 1 {
+            super::redelivery::report(&topic, &subscription, &nsq);
         }
         wait_for_room(&journal, &nsq).await;
         match journal.append(&nsq).await {
@@ -302,22 +323,13 @@ impl SpooledConsumer {
         // Every delivery is spooled and FINed; none is ever given up.
         config.max_attempts = 0;
         let reading = Arc::new(NsqPush::connect(config).await.map_err(map_err)?);
-        let replay_end = spool.next_seq();
-        let journal = Arc::new(Journal {
-            spool: Mutex::new(Some(spool)),
-            cursor: AtomicU64::new(0),
-            replay_end,
-            ready: Mutex::default(),
-            handed: Mutex::default(),
-            staged: Mutex::default(),
-            failed: Mutex::default(),
-            spooled: Notify::new(),
-            room: Notify::new(),
-            ended: AtomicBool::new(false),
-            sync,
-            closed: AtomicBool::new(false),
-        });
-        let pump = tokio::spawn(pump(journal.clone(), reading.clone()));
+        let journal = Arc::new(Journal::new(spool, sync));
+        let pump = tokio::spawn(pump(
+            journal.clone(),
+            reading.clone(),
+            topic.clone(),
+            subscription.clone(),
+        ));
         Ok(SpooledConsumer {
             topic_name: SharedStr::interned(&topic),
             shared,
@@ -380,18 +392,21 @@ impl SpooledConsumer {
         }
     }
 
-    /// Stops reading (what nsqd sent and was not spooled is requeued), waits for the pump,
-    /// then releases the spool.
+    /// Stops reading: CLS, then the pump spools what nsqd had sent before it (see [`pump`])
+    /// and ends with the reading consumer; then releases the spool.
     async fn shut(
         reading: Option<Arc<NsqPush>>,
         pump: Option<tokio::task::JoinHandle<()>>,
         journal: Arc<Journal>,
     ) {
-        if let Some(reading) = reading {
-            reading.stop().await;
+        if let Some(reading) = &reading {
+            reading.stop_intake().await;
         }
         if let Some(pump) = pump {
             let _ = pump.await;
+        }
+        if let Some(reading) = reading {
+            reading.stop().await;
         }
         lock(&journal.spool).take();
     }

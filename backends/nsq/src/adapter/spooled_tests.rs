@@ -88,3 +88,71 @@ async fn a_redelivery_of_a_spooled_message_is_not_handed_over_twice() {
     );
     client.close().await;
 }
+
+/// What nsqd delivered to a consumer that is closing (before its CLS took effect) is spooled
+/// and FINed, so the next consumer of the subscription gets it first, in order. Requeued
+/// instead, upstream nsqd would queue it behind everything published meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closing_consumer_spools_what_nsqd_had_sent_it() {
+    let server = TestServer::start(Options::default()).await.expect("server");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        spool_dir: dir.path().to_path_buf(),
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let producer = client.create_producer("closing").await.expect("producer");
+    producer
+        .send(ProducerMessage::new("in flight"))
+        .await
+        .expect("send");
+    let mut config = ConsumerConfig::new("closing", "tt");
+    config.nsqd = vec![server.tcp_addr().to_string()];
+    let reading = Arc::new(NsqPush::connect(config).await.expect("consumer"));
+    tokio::time::timeout(Duration::from_secs(15), async {
+        while reading.stats().received == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("delivered in time");
+    // The consumer closed before its pump took the delivery.
+    let spool = Spool::open(dir.path(), "closing", "tt", SpoolSync::Buffered).expect("spool");
+    let journal = Arc::new(Journal::new(spool, SpoolSync::Buffered));
+    journal.closed.store(true, Ordering::Release);
+    let pump = tokio::spawn(pump(
+        journal.clone(),
+        reading.clone(),
+        "closing".into(),
+        "tt".into(),
+    ));
+    SpooledConsumer::shut(Some(reading), Some(pump), journal).await;
+
+    let spool = Spool::open(dir.path(), "closing", "tt", SpoolSync::Buffered).expect("reopen");
+    let held = spool.read_from(0, 10).expect("read");
+    assert_eq!(held.len(), 1, "spooled");
+    let (status, stats) = crate::http::request(
+        &server.http_addr().to_string(),
+        "GET",
+        "/stats?format=json&topic=closing",
+        b"",
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("stats");
+    assert_eq!(status, 200);
+    let stats: serde_json::Value = serde_json::from_slice(&stats).expect("json");
+    let channel = &stats["topics"][0]["channels"][0];
+    assert_eq!(
+        (
+            &channel["depth"],
+            &channel["in_flight_count"],
+            &channel["requeue_count"]
+        ),
+        (&0.into(), &0.into(), &0.into()),
+        "FINed, not requeued: {channel}"
+    );
+    client.close().await;
+}

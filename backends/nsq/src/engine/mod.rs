@@ -22,6 +22,7 @@ use crate::message::{Answered, Message, Origin, Shared, Source};
 mod dial;
 mod discovery;
 mod flow;
+mod repoll;
 
 use dial::Dial;
 
@@ -77,6 +78,7 @@ pub(crate) struct Engine {
     rotate: usize,
     stopping: bool,
     ever_connected: BTreeSet<Origin>,
+    repoll: repoll::Repoll,
 }
 
 fn spawn_after(tx: &mpsc::UnboundedSender<Ev>, delay: Duration, ev: Ev) {
@@ -136,6 +138,7 @@ impl Engine {
             rotate: 0,
             stopping: false,
             ever_connected: BTreeSet::new(),
+            repoll: repoll::Repoll::default(),
         };
         tokio::spawn(engine.run(rx, cmd_rx, ready_tx));
         (cmd_tx, ready_rx)
@@ -340,7 +343,10 @@ impl Engine {
                 }
             }
             Ev::Answered(answered) => self.answered(answered).await,
-            Ev::Lookup(Ok(endpoints)) => self.discovered(endpoints),
+            Ev::Lookup(Ok(endpoints)) => {
+                self.discovered(endpoints);
+                self.repoll_while_unknown();
+            }
             Ev::Lookup(Err(e)) => tracing::warn!("lookup failed: {e}"),
             Ev::Poll => self.poll(),
             Ev::BackoffTimer => self.test_the_waters().await,

@@ -225,6 +225,7 @@ impl TestServer {
         let shared = Arc::new(Shared {
             store: Mutex::new(Store {
                 binary_ids: options.extensions.partitions(),
+                redeliver_behind: options.extensions == Extensions::None,
                 ..Store::default()
             }),
             options,

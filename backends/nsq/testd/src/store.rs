@@ -6,14 +6,19 @@
 //! offset; for upstream behaviour it is equivalent to nsqd's per-channel queue copy: a channel
 //! sees every message published after it was created, and the first channel of a topic also
 //! gets what was published while the topic had none.
+//! Where a message that comes back goes differs: upstream it joins the back of the channel's
+//! queue (`redelivery`), the fork delivers it before the channel's undelivered messages.
 
-use std::collections::{BTreeMap, HashMap};
+mod redelivery;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::mpsc;
 
 pub(crate) use crate::connections::Connection;
+use redelivery::Queued;
 
 /// Connection id.
 pub(crate) type ClientId = u64;
@@ -59,6 +64,8 @@ pub(crate) struct Channel {
     /// `/channel/pause`: nothing is delivered while set.
     pub paused: bool,
     waiting: Vec<Waiting>,
+    /// Upstream: messages that came back, in the order they did (see `redelivery`).
+    queued: VecDeque<Queued>,
     pub in_flight: HashMap<[u8; 16], InFlight>,
     pub clients: Vec<ClientId>,
     pub ordered: bool,
@@ -80,7 +87,19 @@ impl Channel {
                 .iter()
                 .filter(|w| later(Some(w.ready_at)))
                 .count();
-        (pending.len() + self.waiting.len() - deferred, deferred)
+        (
+            pending.len() + self.waiting.len() + self.queued.len() - deferred,
+            deferred,
+        )
+    }
+
+    /// A deferred message met at the cursor: it waits until `ready_at`.
+    fn defer(&mut self, index: usize, ready_at: Instant) {
+        self.waiting.push(Waiting {
+            index,
+            attempts: 0,
+            ready_at,
+        });
     }
 
     /// Puts an in-flight message back, to be delivered at `ready_at`.
@@ -100,6 +119,7 @@ impl Channel {
     pub fn reset(&mut self, cursor: usize) -> Vec<ClientId> {
         self.cursor = cursor;
         self.waiting.clear();
+        self.queued.clear();
         self.in_flight.drain().map(|(_, f)| f.client).collect()
     }
 
@@ -111,6 +131,7 @@ impl Channel {
             .values()
             .map(|f| f.index)
             .chain(self.waiting.iter().map(|w| w.index))
+            .chain(self.queued.iter().map(|q| q.index))
             .filter_map(|i| log.get(i).map(|m| m.offset))
             .fold(cursor, u64::min)
     }
@@ -224,6 +245,9 @@ pub(crate) struct Store {
     pub next_id: u64,
     /// Binary (Youzan) ids instead of 16 hex characters.
     pub binary_ids: bool,
+    /// Upstream: a message that comes back joins the back of its channel's queue (see
+    /// `redelivery`); otherwise it goes out before the channel's undelivered messages.
+    pub redeliver_behind: bool,
 }
 
 impl Store {
@@ -249,16 +273,35 @@ impl Store {
     /// messages back to waiting. Called after every change and on a short timer.
     pub fn pump(&mut self, now: Instant) {
         let Store {
-            topics, clients, ..
+            topics,
+            clients,
+            redeliver_behind,
+            ..
         } = self;
         for (topic_name, topic) in topics.iter_mut() {
             for (pid, partition) in topic.partitions.iter_mut() {
                 for channel in partition.channels.values_mut() {
                     expire(channel, clients, now);
+                    if *redeliver_behind {
+                        channel.queue_due(partition.log.len(), now);
+                    }
                     if topic.paused || channel.paused {
                         continue;
                     }
-                    deliver(topic_name, *pid, &partition.log, channel, clients, now);
+                    let next = if *redeliver_behind {
+                        redelivery::next_in_queue
+                    } else {
+                        next_message
+                    };
+                    deliver(
+                        topic_name,
+                        *pid,
+                        &partition.log,
+                        channel,
+                        clients,
+                        now,
+                        next,
+                    );
                 }
             }
         }
@@ -293,14 +336,17 @@ impl Store {
     }
 }
 
+/// Puts back every in-flight message whose deadline passed, earliest deadline first (nsqd's
+/// in-flight queue is ordered by deadline), as of `now`.
 fn expire(channel: &mut Channel, clients: &mut HashMap<ClientId, ClientState>, now: Instant) {
-    let expired: Vec<[u8; 16]> = channel
+    let mut expired: Vec<(Instant, usize, [u8; 16])> = channel
         .in_flight
         .iter()
         .filter(|(_, f)| f.deadline <= now)
-        .map(|(id, _)| *id)
+        .map(|(id, f)| (f.deadline, f.index, *id))
         .collect();
-    for id in expired {
+    expired.sort_unstable();
+    for (_, _, id) in expired {
         if let Some(flight) = channel.in_flight.remove(&id) {
             if let Some(client) = clients.get_mut(&flight.client) {
                 client.in_flight = client.in_flight.saturating_sub(1);
@@ -318,6 +364,7 @@ fn deliver(
     channel: &mut Channel,
     clients: &mut HashMap<ClientId, ClientState>,
     now: Instant,
+    next_message: NextMessage,
 ) {
     loop {
         if channel.ordered && !channel.in_flight.is_empty() {
@@ -353,6 +400,9 @@ fn deliver(
     }
 }
 
+/// Picks the next delivery of a channel: its log index and attempt number.
+type NextMessage = fn(&[Stored], &mut Channel, Instant) -> Option<(usize, u16)>;
+
 /// The next client with RDY room, round robin.
 fn pick_client(
     channel: &mut Channel,
@@ -372,7 +422,7 @@ fn pick_client(
     None
 }
 
-/// Takes the next deliverable message: a ready waiting one first, then the cursor. An ordered
+/// The Youzan fork's next delivery: a ready waiting one first, then the cursor. An ordered
 /// channel only ever takes its lowest waiting message, and never passes it while it waits.
 /// Deferred messages met at the cursor move to waiting.
 fn next_message(log: &[Stored], channel: &mut Channel, now: Instant) -> Option<(usize, u16)> {
@@ -403,11 +453,7 @@ fn next_message(log: &[Stored], channel: &mut Channel, now: Instant) -> Option<(
         let index = channel.cursor;
         channel.cursor += 1;
         match stored.visible_at {
-            Some(at) if at > now => channel.waiting.push(Waiting {
-                index,
-                attempts: 0,
-                ready_at: at,
-            }),
+            Some(at) if at > now => channel.defer(index, at),
             _ => return Some((index, 1)),
         }
     }
