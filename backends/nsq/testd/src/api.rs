@@ -20,6 +20,11 @@ impl Handler for Nsqd {
     }
 
     fn handle(&self, req: Request) -> Response {
+        if let Some(cluster) = &self.0.cluster {
+            if let Some(answer) = crate::cluster::gate(&self.0, cluster, &req) {
+                return answer;
+            }
+        }
         let post = req.method == "POST" || req.method == "PUT";
         match (req.path.as_str(), post) {
             ("/ping", _) => Response::text("OK"),
@@ -343,7 +348,10 @@ impl Nsqd {
 }
 
 /// nsqd closes the connections of a deleted topic's or channel's clients.
-fn close_subscribers(store: &mut Store, matches: impl Fn(&crate::store::SubKey) -> bool) {
+pub(crate) fn close_subscribers(
+    store: &mut Store,
+    matches: impl Fn(&crate::store::SubKey) -> bool,
+) {
     let doomed: Vec<u64> = store
         .clients
         .iter()

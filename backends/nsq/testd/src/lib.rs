@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod api;
+mod cluster;
 mod commands;
 mod external;
 mod http;
@@ -34,6 +35,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use cluster::{ClusterOptions, TestCluster};
 pub use external::ExternalServer;
 pub use lookupd::TestLookupd;
 use store::Store;
@@ -110,6 +112,8 @@ pub(crate) struct Shared {
     pub drops: watch::Sender<u64>,
     pub tcp_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// Coordinator mode: the cluster this nsqd belongs to.
+    pub cluster: Option<cluster::ClusterNode>,
 }
 
 impl Shared {
@@ -181,6 +185,16 @@ impl TestServer {
 
     /// Starts a server on the given addresses (port 0 = any free port).
     pub async fn bind(options: Options, tcp: &str, http: &str) -> std::io::Result<TestServer> {
+        Self::bind_node(options, tcp, http, None).await
+    }
+
+    /// Starts a server, a node of `cluster` when given (coordinator mode).
+    pub(crate) async fn bind_node(
+        options: Options,
+        tcp: &str,
+        http: &str,
+        cluster: Option<cluster::ClusterNode>,
+    ) -> std::io::Result<TestServer> {
         let tcp = TcpListener::bind(tcp).await?;
         let http = TcpListener::bind(http).await?;
         let (drops, _) = watch::channel(0);
@@ -194,6 +208,7 @@ impl TestServer {
             drops,
             tcp_addr: tcp.local_addr()?,
             http_addr: http.local_addr()?,
+            cluster,
         });
         let ticker = {
             let shared = shared.clone();

@@ -87,6 +87,17 @@ impl Channel {
         self.in_flight.drain().map(|(_, f)| f.client).collect()
     }
 
+    /// Puts everything in flight back to be delivered again at once and forgets the
+    /// consumers (the partition moved to another node, whose clients are other connections).
+    pub fn requeue_all(&mut self, now: Instant) {
+        let flights: Vec<InFlight> = self.in_flight.drain().map(|(_, f)| f).collect();
+        for flight in flights {
+            self.requeue(flight, now);
+        }
+        self.clients.clear();
+        self.next_client = 0;
+    }
+
     /// The lowest virtual-queue offset not yet finished (the fork's *confirmed* offset):
     /// every message below it was finished, so a consumer restarting there loses nothing.
     pub fn confirmed_offset(&self, log: &[Stored], end: u64) -> u64 {

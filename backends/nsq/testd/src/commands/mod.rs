@@ -305,6 +305,9 @@ impl Session {
                 .or_default();
             return Ok(0);
         }
+        if let Some(cluster) = &self.shared.cluster {
+            return cluster_partition(cluster, topic, param);
+        }
         let mut store = self.store();
         let exists = |store: &Store, p: u32| {
             store
@@ -329,19 +332,14 @@ impl Session {
             {
                 Some(p) => p,
                 None => {
-                    return Err(Fail::fatal(
-                        "E_TOPIC_NOT_EXIST",
-                        &format!("topic {topic} not exist"),
-                    ))
+                    // The fork's text is empty: the frame is `E_TOPIC_NOT_EXIST ` (Y8).
+                    return Err(Fail::fatal("E_TOPIC_NOT_EXIST", ""));
                 }
             },
         };
         if !exists(&store, pid) {
             if !create {
-                return Err(Fail::fatal(
-                    "E_TOPIC_NOT_EXIST",
-                    &format!("topic {topic} partition {pid} not exist"),
-                ));
+                return Err(Fail::fatal("E_TOPIC_NOT_EXIST", ""));
             }
             store
                 .topics
@@ -353,6 +351,45 @@ impl Session {
         }
         Ok(pid)
     }
+}
+
+/// The partition of a command on a coordinator-mode nsqd: the named one or the node's own,
+/// served only by its elected leader (`E_FAILED_ON_NOT_LEADER `, non-fatal here; SUB makes it
+/// fatal) and unknown elsewhere (`E_TOPIC_NOT_EXIST `, fatal). Both texts are empty, as the
+/// fork sends them.
+fn cluster_partition(
+    cluster: &crate::cluster::ClusterNode,
+    topic: &str,
+    param: Option<&Vec<u8>>,
+) -> Result<u32, Fail> {
+    let not_here = || Fail::fatal("E_TOPIC_NOT_EXIST", "");
+    let pid = match param {
+        Some(p) => parse_partition(p)?,
+        None => cluster.own_partition(topic).ok_or_else(not_here)?,
+    };
+    match cluster.access(topic, pid) {
+        crate::cluster::Access::Leader => Ok(pid),
+        crate::cluster::Access::NotLeader => {
+            Err(Fail::soft("E_FAILED_ON_NOT_LEADER", String::new()))
+        }
+        crate::cluster::Access::NotHere => Err(not_here()),
+    }
+}
+
+/// A partition parameter, as the fork parses it (`strconv.Atoi`).
+fn parse_partition(p: &[u8]) -> Result<u32, Fail> {
+    std::str::from_utf8(p)
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .ok_or_else(|| {
+            Fail::fatal(
+                "E_BAD_PARTITION",
+                &format!(
+                    "topic partition is not valid: strconv.Atoi: parsing {:?}: invalid syntax",
+                    text(p)
+                ),
+            )
+        })
 }
 
 /// Ids in error texts: printable as they are, hex otherwise.

@@ -29,6 +29,17 @@ impl Session {
         };
         self.check_auth()?;
         let topic = self.topic_name(p.first(), cmd)?;
+        let ordered_topic = self
+            .shared
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.ordered(&topic));
+        if ordered_topic && p.get(1).is_none() {
+            return Err(Fail::fatal(
+                "E_BAD_PARTITION",
+                "topic partition is not valid for multi partition: -1",
+            ));
+        }
         let pid = self.partition(&topic, p.get(1), false)?;
         self.shared.put(&topic, pid, bodies, None, 0);
         self.reply(b"OK");
@@ -87,6 +98,22 @@ impl Session {
     }
 
     pub(super) fn create_topic(&mut self, p: &[Vec<u8>]) -> Result<(), Fail> {
+        if self.shared.cluster.is_some() {
+            let name = p.first().map(|n| super::text(n)).unwrap_or_default();
+            if !crate::valid_name(&name) {
+                return Err(Fail::fatal(
+                    "E_BAD_TOPIC",
+                    &format!("topic name {name:?} is not valid"),
+                ));
+            }
+            if let Some(partition) = p.get(1) {
+                super::parse_partition(partition)?;
+            }
+            return Err(Fail::soft(
+                "E_CREATE_TOPIC_FAILED",
+                "CREATE_TOPIC is not allowed here while cluster feature enabled.".into(),
+            ));
+        }
         let topic = self.topic_name(p.first(), "INTERNAL_CREATE_TOPIC")?;
         self.partition(&topic, p.get(1), true)?;
         self.reply(b"OK");

@@ -28,6 +28,17 @@ impl Session {
                 &format!("SUB channel name {channel:?} is not valid"),
             ));
         }
+        let ordered_topic = self
+            .shared
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.ordered(&topic));
+        if ordered_topic && !matches!(kind, SubKind::Ordered) {
+            return Err(Fail::fatal(
+                "E_SUB_ORDER_IS_MUST",
+                "this topic is configured only allow ordered sub",
+            ));
+        }
         // The Youzan parser reads the partition of SUB_ADVANCED only when there is no offset
         // (notes §2.6.1): with an offset the default partition is used.
         let partition_param = match kind {
@@ -40,7 +51,13 @@ impl Session {
             }
             _ => p.get(2),
         };
-        let pid = self.partition(&topic, partition_param, false)?;
+        // A SUB the leader cannot serve ends the connection, unlike a PUB.
+        let pid = self
+            .partition(&topic, partition_param, false)
+            .map_err(|fail| Fail {
+                fatal: true,
+                ..fail
+            })?;
         let offset = match (kind, p.get(3)) {
             (SubKind::Advanced, Some(raw)) => Some(parse_offset(raw)?),
             _ => None,
@@ -48,7 +65,7 @@ impl Session {
         let mut store = self.store();
         let ordered_channel = {
             let Some(partition) = store.partition(&topic, pid) else {
-                return Err(Fail::fatal("E_TOPIC_NOT_EXIST", "topic not exist"));
+                return Err(Fail::fatal("E_TOPIC_NOT_EXIST", ""));
             };
             // `special:-1` on a channel that already exists does not skip what the channel
             // already holds (notes §2.6.3): only a new channel starts at the end.
