@@ -27,6 +27,9 @@ pub(crate) struct Admin {
     /// nsqlookupd HTTP addresses. With them (and partitions) a partition's own calls go to the
     /// nsqd lookupd names for it, which need not be among the configured ones.
     pub lookupd: Vec<String>,
+    /// Coordinator mode (a Youzan cluster): a partition's calls go to its leader only (a
+    /// follower refuses them with `E_FAILED_ON_NOT_LEADER`).
+    pub coordinator: bool,
 }
 
 /// The nsqd that holds the configured partition of a topic, as lookupd names it.
@@ -576,6 +579,7 @@ impl Admin {
     async fn post_all(
         &self,
         what: &'static str,
+        topic: &str,
         path: &str,
         query: &str,
         body: &[u8],
@@ -585,7 +589,21 @@ impl Admin {
             .partition
             .map(|p| format!("&partition={p}"))
             .unwrap_or_default();
-        for addr in &self.http {
+        let leader;
+        let addrs = if self.coordinator {
+            match self.locate(topic).await {
+                Ok(node) => {
+                    leader = [node.http];
+                    &leader[..]
+                }
+                // Nothing listed: no partition, nothing to change.
+                Err(e) if e.is_transient() => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        } else {
+            &self.http[..]
+        };
+        for addr in addrs {
             let target = format!("{path}?{query}{partition}");
             let (status, reply) = self.call(addr, "POST", &target, body).await?;
             if status != 200 && status != 404 {
@@ -604,6 +622,7 @@ impl Admin {
     pub(crate) async fn delete_topic(&self, topic: &str) -> Result<()> {
         self.post_all(
             "deleting topics without nsqd_http",
+            topic,
             "/topic/delete",
             &format!("topic={}", http::query_value(topic)),
             b"",
@@ -619,6 +638,7 @@ impl Admin {
         );
         self.post_all(
             "deleting subscriptions without nsqd_http",
+            topic,
             "/channel/delete",
             &query,
             b"",
@@ -636,6 +656,7 @@ impl Admin {
         );
         self.post_all(
             "starting at Latest without nsqd_http",
+            topic,
             "/channel/create",
             &query,
             b"",
@@ -643,6 +664,7 @@ impl Admin {
         .await?;
         self.post_all(
             "starting at Latest without nsqd_http",
+            topic,
             "/channel/empty",
             &query,
             b"",
@@ -696,6 +718,7 @@ mod tests {
             http: vec![addr],
             partition: Some(1),
             lookupd: Vec::new(),
+            coordinator: false,
         }
     }
 

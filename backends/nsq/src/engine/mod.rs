@@ -335,7 +335,7 @@ impl Engine {
                     Ok((conn, source)) => self.connected(origin, generation, conn, source).await,
                     Err(e) => {
                         tracing::warn!(addr = %origin.addr, "connect failed: {e}");
-                        self.schedule_reconnect(origin);
+                        self.schedule_redial(origin, true);
                     }
                 }
             }
