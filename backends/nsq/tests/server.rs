@@ -205,15 +205,8 @@ async fn youzan_fixture() -> TestServer {
     s
 }
 
-async fn create_two_partitions(s: &impl Nsqd, topic: &str) {
-    let (status, _) = http(
-        s.http_addr(),
-        "POST",
-        &format!("/topic/create?topic={topic}&partition_num=2"),
-        b"",
-    )
-    .await;
-    assert_eq!(status, 200);
+async fn create_two_partitions<S: Nsqd>(s: &S, topic: &str) {
+    create_youzan_topic(s, topic, 2).await;
 }
 
 #[tokio::test]
