@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::http::{Handler, Request, Response};
 use crate::store::Store;
@@ -32,10 +32,16 @@ impl Handler for Nsqd {
                 "version": self.0.options.extensions.version(),
                 "broadcast_address": "127.0.0.1",
                 "hostname": "testd",
-                "tcp_port": self.0.tcp_addr.port(),
                 "http_port": self.0.http_addr.port(),
+                "tcp_port": self.0.tcp_addr.port(),
+                "start_time": self.0.start_time,
+                // nsqd's limits for what a client may negotiate (durations in nanoseconds).
+                "max_heartbeat_interval": 60_000_000_000u64,
+                "max_output_buffer_size": 65536,
+                "max_output_buffer_timeout": 30_000_000_000u64,
+                "max_deflate_level": 6,
             })),
-            ("/stats", _) => Response::json(&stats(&self.0, &req)),
+            ("/stats", _) => Response::json(&crate::stats::stats(&self.0, &req)),
             ("/pub", true) => self.publish(&req, false),
             ("/mpub", true) => self.publish(&req, true),
             ("/topic/create", true) => self.topic(&req, Admin::Create),
@@ -44,6 +50,10 @@ impl Handler for Nsqd {
             ("/channel/delete", true) => self.channel(&req, Admin::Delete),
             ("/channel/empty", true) => self.channel(&req, Admin::Empty),
             ("/topic/empty", true) => self.topic(&req, Admin::Empty),
+            ("/topic/pause", true) => self.topic(&req, Admin::Pause(true)),
+            ("/topic/unpause", true) => self.topic(&req, Admin::Pause(false)),
+            ("/channel/pause", true) => self.channel(&req, Admin::Pause(true)),
+            ("/channel/unpause", true) => self.channel(&req, Admin::Pause(false)),
             ("/channel/setoffset", true) if self.0.options.extensions.partitions() => {
                 self.set_offset(&req)
             }
@@ -68,6 +78,7 @@ enum Admin {
     Create,
     Delete,
     Empty,
+    Pause(bool),
 }
 
 fn topic_arg(req: &Request) -> Result<String, Response> {
@@ -103,20 +114,20 @@ impl Nsqd {
             }
             vec![Bytes::copy_from_slice(&req.body)]
         } else if req.query.get("binary").is_some_and(|b| b == "true") {
-            match binary_mpub(&req.body) {
-                Some(b) => b,
-                None => return Response::error(400, "INVALID_BODY"),
+            let opts = &self.0.options;
+            match binary_mpub(&req.body, opts.max_msg_size, opts.max_body_size) {
+                Ok(b) => b,
+                Err(code) => return Response::error(413, code),
             }
         } else {
+            // Text mode: one message per line, empty lines skipped; an empty body is a batch
+            // of none, answered `OK` (U5 44-48).
             req.body
                 .split(|b| *b == b'\n')
                 .filter(|m| !m.is_empty())
                 .map(Bytes::copy_from_slice)
                 .collect()
         };
-        if bodies.is_empty() {
-            return Response::error(400, "MSG_EMPTY");
-        }
         if bodies.iter().any(|b| b.len() > self.0.options.max_msg_size) {
             return Response::error(413, "MSG_TOO_BIG");
         }
@@ -175,6 +186,13 @@ impl Nsqd {
                     let end = part.log.len();
                     part.unclaimed_from = end;
                 }
+            }
+            Admin::Pause(paused) => {
+                let Some(t) = store.topics.get_mut(&topic) else {
+                    return Response::error(404, "TOPIC_NOT_FOUND");
+                };
+                t.paused = paused;
+                store.pump(std::time::Instant::now());
             }
             Admin::Delete => {
                 if store.topics.remove(&topic).is_none() {
@@ -300,7 +318,7 @@ impl Nsqd {
             return Response::error(400, "MISSING_ARG_CHANNEL");
         };
         if !valid_name(&channel) {
-            return Response::error(400, "INVALID_CHANNEL");
+            return Response::error(400, "INVALID_ARG_CHANNEL");
         }
         let mut store = self.0.store();
         let Some(t) = store.topics.get_mut(&topic) else {
@@ -311,6 +329,19 @@ impl Nsqd {
                 for part in t.partitions.values_mut() {
                     part.channel(&channel);
                 }
+            }
+            Admin::Pause(paused) => {
+                let mut found = false;
+                for part in t.partitions.values_mut() {
+                    if let Some(c) = part.channels.get_mut(&channel) {
+                        c.paused = paused;
+                        found = true;
+                    }
+                }
+                if !found {
+                    return Response::error(404, "CHANNEL_NOT_FOUND");
+                }
+                store.pump(std::time::Instant::now());
             }
             Admin::Empty => {
                 let mut found = false;
@@ -389,102 +420,29 @@ fn resolve(
     }
 }
 
-fn binary_mpub(body: &[u8]) -> Option<Vec<Bytes>> {
-    let count = u32::from_be_bytes(body.get(..4)?.try_into().ok()?);
-    let mut rest = &body[4..];
-    let mut out = Vec::new();
+/// A binary `/mpub` body, `[u32 count]([u32 size][msg])*`, read as nsqd's `readMPUB` reads it;
+/// an error is the code nsqd answers with 413 (its TCP code without `E_`).
+fn binary_mpub(body: &[u8], max_msg: usize, max_body: usize) -> Result<Vec<Bytes>, &'static str> {
+    let word = |at: usize| {
+        body.get(at..at + 4)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let count = word(0).ok_or("BAD_BODY")?;
+    if count <= 0 || count as usize > max_body.saturating_sub(4) / 5 {
+        return Err("BAD_BODY");
+    }
+    let mut at = 4;
+    let mut out = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
-        let msg = rest.get(4..4 + len)?;
-        if msg.is_empty() {
-            return None;
+        let len = word(at).ok_or("BAD_MESSAGE")?;
+        if len <= 0 || len as usize > max_msg {
+            return Err("BAD_MESSAGE");
         }
+        let msg = body
+            .get(at + 4..at + 4 + len as usize)
+            .ok_or("BAD_MESSAGE")?;
         out.push(Bytes::copy_from_slice(msg));
-        rest = &rest[4 + len..];
+        at += 4 + len as usize;
     }
-    rest.is_empty().then_some(out)
-}
-
-/// `/stats?format=json` in nsqd's shape (one entry per partition, with `topic_partition`, in
-/// partitions mode).
-fn stats(shared: &Shared, req: &Request) -> Value {
-    let store = shared.store();
-    let only = req.query.get("topic");
-    let mut topics = Vec::new();
-    for (name, topic) in &store.topics {
-        if only.is_some_and(|t| t != name) {
-            continue;
-        }
-        for (pid, part) in &topic.partitions {
-            let channels: Vec<Value> = part
-                .channels
-                .iter()
-                .map(|(cname, ch)| {
-                    let clients: Vec<Value> = ch
-                        .clients
-                        .iter()
-                        .filter_map(|id| store.clients.get(id))
-                        .map(|c| {
-                            json!({
-                                "ready_count": c.rdy,
-                                "in_flight_count": c.in_flight,
-                                "message_count": c.message_count,
-                                "finish_count": c.finish_count,
-                                "requeue_count": c.requeue_count,
-                                "user_agent": c.user_agent,
-                            })
-                        })
-                        .collect();
-                    let mut entry = json!({
-                        "channel_name": cname,
-                        "depth": ch.depth(part.log.len()),
-                        "backend_depth": 0,
-                        "in_flight_count": ch.in_flight.len(),
-                        "deferred_count": 0,
-                        "message_count": ch.message_count,
-                        "requeue_count": ch.requeue_count,
-                        "timeout_count": ch.timeout_count,
-                        "client_count": ch.clients.len(),
-                        "clients": clients,
-                        "paused": false,
-                    });
-                    if shared.options.extensions.partitions() {
-                        let confirmed = ch.confirmed_offset(&part.log, part.next_offset);
-                        entry["depth_size"] = json!(part.next_offset - confirmed);
-                    }
-                    entry
-                })
-                .collect();
-            let depth = if part.channels.is_empty() {
-                part.log.len().saturating_sub(part.unclaimed_from)
-            } else {
-                0
-            };
-            let mut entry = json!({
-                "topic_name": name,
-                "channels": channels,
-                "depth": depth,
-                "backend_depth": 0,
-                // Every message ever written to the partition: the next count index of
-                // `/message/get?search_mode=count`.
-                "message_count": part.log.len(),
-                "paused": false,
-            });
-            if shared.options.extensions.partitions() {
-                // The fork reports the partition's end offset here (`TotalDataSize`), and a
-                // channel's `depth_size` as that end minus its confirmed offset.
-                entry["backend_depth"] = json!(part.next_offset);
-                entry["topic_partition"] = json!(pid.to_string());
-                entry["topic_full_name"] = json!(format!("{name}-{pid}"));
-            }
-            topics.push(entry);
-        }
-    }
-    json!({
-        "version": shared.options.extensions.version(),
-        "health": "OK",
-        "start_time": 0,
-        "topics": topics,
-        "producers": [],
-    })
+    Ok(out)
 }

@@ -19,9 +19,11 @@
 mod api;
 mod cluster;
 mod commands;
+mod connections;
 mod external;
 mod http;
 mod lookupd;
+mod stats;
 mod store;
 mod tcp;
 
@@ -114,6 +116,8 @@ pub(crate) struct Shared {
     pub http_addr: SocketAddr,
     /// Coordinator mode: the cluster this nsqd belongs to.
     pub cluster: Option<cluster::ClusterNode>,
+    /// When the server started, in seconds since the epoch (`/info`, `/stats`).
+    pub start_time: u64,
 }
 
 impl Shared {
@@ -159,6 +163,13 @@ impl Shared {
         store.pump(std::time::Instant::now());
         last
     }
+}
+
+/// Seconds since the epoch (0 if the clock is before it).
+pub(crate) fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// nsqd's topic/channel name rule: `[.a-zA-Z0-9_-]{1,64}`, optionally `#ephemeral`.
@@ -209,6 +220,7 @@ impl TestServer {
             tcp_addr: tcp.local_addr()?,
             http_addr: http.local_addr()?,
             cluster,
+            start_time: unix_seconds(),
         });
         let ticker = {
             let shared = shared.clone();

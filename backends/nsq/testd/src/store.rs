@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::mpsc;
 
+pub(crate) use crate::connections::Connection;
+
 /// Connection id.
 pub(crate) type ClientId = u64;
 
@@ -51,6 +53,11 @@ pub(crate) struct InFlight {
 #[derive(Default)]
 pub(crate) struct Channel {
     pub cursor: usize,
+    /// The log index the channel started at: every message from there on entered it (nsqd's
+    /// channel `message_count`).
+    pub first: usize,
+    /// `/channel/pause`: nothing is delivered while set.
+    pub paused: bool,
     waiting: Vec<Waiting>,
     pub in_flight: HashMap<[u8; 16], InFlight>,
     pub clients: Vec<ClientId>,
@@ -62,9 +69,18 @@ pub(crate) struct Channel {
 }
 
 impl Channel {
-    /// Messages not yet delivered (or waiting for redelivery).
-    pub fn depth(&self, log_len: usize) -> usize {
-        log_len.saturating_sub(self.cursor) + self.waiting.len()
+    /// `(depth, deferred)` as nsqd reports them: messages ready to go out (not yet delivered,
+    /// requeued, timed out) and messages held back until later (DPUB, REQ with a delay).
+    pub fn depth(&self, log: &[Stored], now: Instant) -> (usize, usize) {
+        let later = |at: Option<Instant>| at.is_some_and(|at| at > now);
+        let pending = log.get(self.cursor..).unwrap_or_default();
+        let deferred = pending.iter().filter(|m| later(m.visible_at)).count()
+            + self
+                .waiting
+                .iter()
+                .filter(|w| later(Some(w.ready_at)))
+                .count();
+        (pending.len() + self.waiting.len() - deferred, deferred)
     }
 
     /// Puts an in-flight message back, to be delivered at `ready_at`.
@@ -133,6 +149,7 @@ impl Partition {
             .entry(name.to_string())
             .or_insert_with(|| Channel {
                 cursor: start,
+                first: start,
                 ..Channel::default()
             })
     }
@@ -175,6 +192,8 @@ impl Partition {
 #[derive(Default)]
 pub(crate) struct Topic {
     pub partitions: BTreeMap<u32, Partition>,
+    /// `/topic/pause`: nothing is delivered to any channel while set.
+    pub paused: bool,
 }
 
 /// Where a client is subscribed.
@@ -207,7 +226,10 @@ pub(crate) struct ClientState {
 #[derive(Default)]
 pub(crate) struct Store {
     pub topics: BTreeMap<String, Topic>,
+    /// Subscribed connections.
     pub clients: HashMap<ClientId, ClientState>,
+    /// Every open connection, as `/stats` describes it.
+    pub connections: BTreeMap<ClientId, Connection>,
     pub next_id: u64,
     /// Binary (Youzan) ids instead of 16 hex characters.
     pub binary_ids: bool,
@@ -242,6 +264,9 @@ impl Store {
             for (pid, partition) in topic.partitions.iter_mut() {
                 for channel in partition.channels.values_mut() {
                     expire(channel, clients, now);
+                    if topic.paused || channel.paused {
+                        continue;
+                    }
                     deliver(topic_name, *pid, &partition.log, channel, clients, now);
                 }
             }
@@ -260,6 +285,7 @@ impl Store {
     /// Forgets a closed connection; its in-flight messages stay in flight until they time out,
     /// as on nsqd.
     pub fn remove_client(&mut self, client: ClientId) {
+        self.connections.remove(&client);
         if let Some(state) = self.clients.remove(&client) {
             if let Some(sub) = state.sub {
                 if let Some(partition) = self.partition(&sub.topic, sub.partition) {

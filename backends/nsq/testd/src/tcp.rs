@@ -46,6 +46,12 @@ pub(crate) struct Line {
 
 async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     let id = shared.next_client();
+    if let Ok(remote) = stream.peer_addr() {
+        shared
+            .store()
+            .connections
+            .insert(id, crate::connections::Connection::new(remote));
+    }
     let mut dropped = shared.drops.subscribe();
     let (rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
@@ -69,7 +75,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         Ok(Ok(_))
     );
     if magic_ok && &magic != b"  V2" {
-        let _ = tx.send(frame(ERROR, b"E_BAD_PROTOCOL improper protocol version"));
+        let _ = tx.send(frame(ERROR, b"E_BAD_PROTOCOL"));
     }
     if magic_ok && &magic == b"  V2" {
         let closer = session.closer();

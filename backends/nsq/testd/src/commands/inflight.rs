@@ -15,11 +15,11 @@ impl Session {
             return Err(Fail::fatal("E_INVALID", "cannot RDY in current state"));
         }
         let count = match p.first() {
-            Some(raw) => number(raw, "ready count")?,
+            Some(raw) => number(raw, "RDY could not parse count")?,
             None => 1,
         };
-        let max = i64::from(self.shared.options.max_rdy_count);
-        if !(0..=max).contains(&count) {
+        let max = u64::from(self.shared.options.max_rdy_count);
+        if count > max {
             return Err(Fail::fatal(
                 "E_INVALID",
                 &format!("RDY count {count} out of range 0-{max}"),
@@ -32,20 +32,28 @@ impl Session {
         Ok(())
     }
 
-    fn message_id(&self, p: &[Vec<u8>], cmd: &str) -> Result<[u8; 16], Fail> {
+    /// The id of FIN / REQ / TOUCH, checked in nsqd's order: state, number of params
+    /// (`needed`), id length.
+    fn message_id(&self, p: &[Vec<u8>], cmd: &str, needed: usize) -> Result<[u8; 16], Fail> {
         if !self.subscribed {
             return Err(Fail::fatal(
                 "E_INVALID",
                 &format!("cannot {cmd} in current state"),
             ));
         }
-        let raw = p.first().ok_or_else(|| {
+        let raw = p.first().filter(|_| p.len() >= needed).ok_or_else(|| {
             Fail::fatal("E_INVALID", &format!("{cmd} insufficient number of params"))
         })?;
+        // The texts differ: nsqd 1.3.0 says `invalid message ID`, the fork `Invalid Message ID`.
+        let invalid = if self.shared.options.extensions.partitions() {
+            "Invalid Message ID"
+        } else {
+            "invalid message ID"
+        };
         let id: [u8; 16] = raw
             .as_slice()
             .try_into()
-            .map_err(|_| Fail::fatal("E_INVALID", "Invalid Message ID"))?;
+            .map_err(|_| Fail::fatal("E_INVALID", invalid))?;
         if self.shared.options.extensions.partitions() && id == [0u8; 16] {
             return Err(Fail::fatal("E_INVALID", "Invalid Message ID"));
         }
@@ -77,7 +85,7 @@ impl Session {
     }
 
     pub(super) fn fin(&mut self, p: &[Vec<u8>]) -> Result<(), Fail> {
-        let id = self.message_id(p, "FIN")?;
+        let id = self.message_id(p, "FIN", 1)?;
         let done = self.with_flight(&id, |channel, client| {
             channel.in_flight.remove(&id);
             client.in_flight = client.in_flight.saturating_sub(1);
@@ -93,10 +101,11 @@ impl Session {
     }
 
     pub(super) fn req(&mut self, p: &[Vec<u8>]) -> Result<(), Fail> {
-        let id = self.message_id(p, "REQ")?;
-        let delay = number(p.get(1).map_or(&b""[..], |v| v), "timeout")?;
-        let max = self.shared.options.max_req_timeout.as_millis() as i64;
-        let delay = Duration::from_millis(delay.clamp(0, max) as u64);
+        let id = self.message_id(p, "REQ", 2)?;
+        let raw = p.get(1).map_or(&[][..], Vec::as_slice);
+        let delay = number(raw, "REQ could not parse timeout")?;
+        let max = self.shared.options.max_req_timeout.as_millis() as u64;
+        let delay = Duration::from_millis(delay.min(max));
         let done = self.with_flight(&id, |channel, client| {
             if channel.ordered && !delay.is_zero() {
                 // The Youzan server ignores a delayed REQ on an ordered channel: the message
@@ -120,7 +129,7 @@ impl Session {
     }
 
     pub(super) fn touch(&mut self, p: &[Vec<u8>]) -> Result<(), Fail> {
-        let id = self.message_id(p, "TOUCH")?;
+        let id = self.message_id(p, "TOUCH", 1)?;
         let max_msg_timeout = self.shared.options.max_msg_timeout;
         let done = self.with_flight(&id, |channel, client| {
             if let Some(flight) = channel.in_flight.get_mut(&id) {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::BufReader;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, Notify};
@@ -62,6 +62,8 @@ impl Fail {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Identify {
+    client_id: String,
+    hostname: String,
     feature_negotiation: bool,
     heartbeat_interval: i64,
     msg_timeout: i64,
@@ -71,12 +73,30 @@ struct Identify {
     deflate: bool,
 }
 
+/// IDENTIFY's answer with feature negotiation, fields in nsqd's order (the frame is compared
+/// byte for byte with the recorded one).
+#[derive(Serialize)]
+struct IdentifyResponse {
+    max_rdy_count: u32,
+    version: &'static str,
+    max_msg_timeout: i64,
+    msg_timeout: u64,
+    tls_v1: bool,
+    deflate: bool,
+    deflate_level: u32,
+    max_deflate_level: u32,
+    snappy: bool,
+    sample_rate: u32,
+    auth_required: bool,
+    output_buffer_size: u32,
+    output_buffer_timeout: u32,
+}
+
 /// The state of one connection.
 pub(crate) struct Session {
     shared: Arc<Shared>,
     id: u64,
     tx: mpsc::UnboundedSender<Bytes>,
-    identified: bool,
     authed: bool,
     subscribed: bool,
     closing: bool,
@@ -93,11 +113,17 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn number(bytes: &[u8], what: &str) -> Result<i64, Fail> {
-    std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Fail::fatal("E_INVALID", &format!("could not parse {what}")))
+/// nsqd's `ByteToBase10`: decimal digits only (no sign), the empty string being 0.
+fn base10(bytes: &[u8]) -> Option<u64> {
+    bytes.iter().try_fold(0u64, |n, b| {
+        b.is_ascii_digit()
+            .then(|| n.wrapping_mul(10).wrapping_add(u64::from(b - b'0')))
+    })
+}
+
+/// A numeric parameter, or nsqd's fatal `<what> <value>` (`RDY could not parse count x`).
+fn number(bytes: &[u8], what: &str) -> Result<u64, Fail> {
+    base10(bytes).ok_or_else(|| Fail::fatal("E_INVALID", &format!("{what} {}", text(bytes))))
 }
 
 impl Session {
@@ -109,7 +135,6 @@ impl Session {
             shared,
             id,
             tx,
-            identified: false,
             authed: false,
             subscribed: false,
             closing: false,
@@ -177,7 +202,8 @@ impl Session {
     }
 
     async fn identify(&mut self, reader: &mut Reader) -> Result<(), Fail> {
-        if self.identified || self.subscribed {
+        // nsqd accepts IDENTIFY again until the connection subscribes (U1 16).
+        if self.subscribed || self.closing {
             return Err(Fail::fatal("E_INVALID", "cannot IDENTIFY in current state"));
         }
         let body = read_body(reader, self.shared.options.max_body_size, "IDENTIFY").await?;
@@ -218,7 +244,9 @@ impl Session {
                 "cannot enable both deflate and snappy compression",
             ));
         }
-        self.identified = true;
+        if let Some(connection) = self.store().connections.get_mut(&self.id) {
+            connection.identify(data.client_id, data.hostname, data.user_agent.clone());
+        }
         self.user_agent = data.user_agent;
         if let Some(task) = self.heartbeat_task.take() {
             task.abort();
@@ -234,22 +262,24 @@ impl Session {
         } else {
             (16384, 250)
         };
-        let response = serde_json::json!({
-            "auth_required": opts.auth_secret.is_some(),
-            "deflate": false,
-            "deflate_level": 6,
-            "max_deflate_level": 6,
-            "max_msg_timeout": max_timeout,
-            "max_rdy_count": opts.max_rdy_count,
-            "msg_timeout": self.msg_timeout.as_millis() as u64,
-            "output_buffer_size": buffer_size,
-            "output_buffer_timeout": buffer_timeout,
-            "sample_rate": 0,
-            "snappy": false,
-            "tls_v1": false,
-            "version": opts.extensions.version(),
-        });
-        self.reply(response.to_string().as_bytes());
+        let response = IdentifyResponse {
+            max_rdy_count: opts.max_rdy_count,
+            version: opts.extensions.version(),
+            max_msg_timeout: max_timeout,
+            msg_timeout: self.msg_timeout.as_millis() as u64,
+            tls_v1: false,
+            deflate: false,
+            deflate_level: 6,
+            max_deflate_level: 6,
+            snappy: false,
+            sample_rate: 0,
+            auth_required: opts.auth_secret.is_some(),
+            output_buffer_size: buffer_size,
+            output_buffer_timeout: buffer_timeout,
+        };
+        let response = serde_json::to_string(&response)
+            .map_err(|_| Fail::fatal("E_IDENTIFY_FAILED", "IDENTIFY failed to encode response"))?;
+        self.reply(response.as_bytes());
         Ok(())
     }
 

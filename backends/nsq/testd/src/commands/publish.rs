@@ -5,9 +5,14 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{number, Fail, Reader, Session};
+use tokio::io::AsyncReadExt;
+
 use crate::tcp::{now, read_body};
 
 impl Session {
+    /// PUB and MPUB in nsqd's order: params and topic name, then the body (MPUB's read
+    /// message by message from the stream, so bytes beyond the last message are the next
+    /// command), then the partition.
     pub(super) async fn publish(
         &mut self,
         p: &[Vec<u8>],
@@ -15,20 +20,16 @@ impl Session {
         batch: bool,
     ) -> Result<(), Fail> {
         let cmd = if batch { "MPUB" } else { "PUB" };
+        let topic = self.topic_name(p.first(), cmd)?;
         let opts = &self.shared.options;
         let bodies = if batch {
-            let body = read_body(reader, opts.max_body_size, cmd).await?;
-            split_mpub(&body, opts.max_msg_size)?
+            read_mpub(reader, opts.max_msg_size, opts.max_body_size).await?
         } else {
-            let body = read_body(reader, opts.max_msg_size, cmd)
-                .await
-                .map_err(|f| {
-                    Fail::fatal("E_BAD_MESSAGE", &f.text.replace("body", "message body"))
-                })?;
-            vec![Bytes::from(body)]
+            vec![Bytes::from(
+                read_message(reader, cmd, opts.max_msg_size).await?,
+            )]
         };
         self.check_auth()?;
-        let topic = self.topic_name(p.first(), cmd)?;
         let ordered_topic = self
             .shared
             .cluster
@@ -41,31 +42,42 @@ impl Session {
             ));
         }
         let pid = self.partition(&topic, p.get(1), false)?;
+        let count = bodies.len() as u64;
         self.shared.put(&topic, pid, bodies, None, 0);
+        self.count_published(&topic, count);
         self.reply(b"OK");
         Ok(())
     }
 
     pub(super) async fn dpub(&mut self, p: &[Vec<u8>], reader: &mut Reader) -> Result<(), Fail> {
         let topic = self.topic_name(p.first(), "DPUB")?;
-        let defer = number(p.get(1).map_or(&b""[..], |v| v), "timeout")?;
-        let max = self.shared.options.max_req_timeout.as_millis() as i64;
-        if !(0..=max).contains(&defer) {
+        let raw = p
+            .get(1)
+            .ok_or_else(|| Fail::fatal("E_INVALID", "DPUB insufficient number of parameters"))?;
+        let defer = number(raw, "DPUB could not parse timeout")?;
+        let max = self.shared.options.max_req_timeout.as_millis() as u64;
+        if defer > max {
             return Err(Fail::fatal(
                 "E_INVALID",
                 &format!("DPUB timeout {defer} out of range 0-{max}"),
             ));
         }
-        let body = read_body(reader, self.shared.options.max_msg_size, "DPUB")
-            .await
-            .map_err(|f| Fail::fatal("E_BAD_MESSAGE", &f.text))?;
+        let body = read_message(reader, "DPUB", self.shared.options.max_msg_size).await?;
         self.check_auth()?;
         let pid = self.partition(&topic, None, false)?;
-        let at = now() + Duration::from_millis(defer as u64);
+        let at = now() + Duration::from_millis(defer);
         self.shared
             .put(&topic, pid, vec![Bytes::from(body)], Some(at), 0);
+        self.count_published(&topic, 1);
         self.reply(b"OK");
         Ok(())
+    }
+
+    /// The connection's `pub_counts` in `/stats`.
+    fn count_published(&self, topic: &str, count: u64) {
+        if let Some(connection) = self.store().connections.get_mut(&self.id) {
+            *connection.pub_counts.entry(topic.to_string()).or_default() += count;
+        }
     }
 
     pub(super) async fn pub_trace(
@@ -121,50 +133,74 @@ impl Session {
     }
 }
 
-/// Splits an MPUB body `[u32 n]([u32 len][msg])*`, checking every length against what is left.
-fn split_mpub(body: &[u8], max_msg: usize) -> Result<Vec<Bytes>, Fail> {
-    let bad = |what: &str| Fail::fatal("E_BAD_BODY", &format!("MPUB {what}"));
-    let count = body
-        .get(..4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        .ok_or_else(|| bad("failed to read message count"))?;
-    if count == 0 {
-        return Err(bad("invalid message count 0"));
+/// A `[i32 size][body]` message of PUB / DPUB with nsqd's `E_BAD_MESSAGE` texts.
+async fn read_message(reader: &mut Reader, cmd: &str, max: usize) -> Result<Vec<u8>, Fail> {
+    let bad = |text: String| Fail::fatal("E_BAD_MESSAGE", &text);
+    let size = reader
+        .read_i32()
+        .await
+        .map_err(|_| bad(format!("{cmd} failed to read message body size")))?;
+    if size <= 0 {
+        return Err(bad(format!("{cmd} invalid message body size {size}")));
     }
-    let mut rest = &body[4..];
-    let mut out = Vec::new();
+    if size as usize > max {
+        return Err(bad(format!("{cmd} message too big {size} > {max}")));
+    }
+    let mut body = vec![0u8; size as usize];
+    reader
+        .read_exact(&mut body)
+        .await
+        .map_err(|_| bad(format!("{cmd} failed to read message body")))?;
+    Ok(body)
+}
+
+/// nsqd 1.3.0's MPUB body: the outer size is checked against `max_body` (before anything
+/// else is read), then `[i32 count]([i32 size][msg])*` is read from the stream by count.
+async fn read_mpub(
+    reader: &mut Reader,
+    max_msg: usize,
+    max_body: usize,
+) -> Result<Vec<Bytes>, Fail> {
+    let body = |text: String| Fail::fatal("E_BAD_BODY", &text);
+    let message = |text: String| Fail::fatal("E_BAD_MESSAGE", &text);
+    let size = reader
+        .read_i32()
+        .await
+        .map_err(|_| body("MPUB failed to read body size".into()))?;
+    if size <= 0 {
+        return Err(body(format!("MPUB invalid body size {size}")));
+    }
+    if size as usize > max_body {
+        return Err(body(format!("MPUB body too big {size} > {max_body}")));
+    }
+    let count = reader
+        .read_i32()
+        .await
+        .map_err(|_| body("MPUB failed to read message count".into()))?;
+    if count <= 0 || count as usize > max_body.saturating_sub(4) / 5 {
+        return Err(body(format!("MPUB invalid message count {count}")));
+    }
     // Nothing is stored until every message checked out: a refused batch leaves no trace.
+    let mut out = Vec::with_capacity(count as usize);
     for i in 0..count {
-        let len = rest
-            .get(..4)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-            .ok_or_else(|| {
-                Fail::fatal(
-                    "E_BAD_MESSAGE",
-                    &format!("MPUB failed to read message({i}) body size"),
-                )
-            })?;
-        // nsqd 1.3.0 readMPUB's codes and texts.
-        if len == 0 {
-            return Err(Fail::fatal(
-                "E_BAD_MESSAGE",
-                &format!("MPUB invalid message({i}) body size {len}"),
-            ));
+        let len = reader
+            .read_i32()
+            .await
+            .map_err(|_| message(format!("MPUB failed to read message({i}) body size")))?;
+        if len <= 0 {
+            return Err(message(format!(
+                "MPUB invalid message({i}) body size {len}"
+            )));
         }
-        if len > max_msg {
-            return Err(Fail::fatal(
-                "E_BAD_MESSAGE",
-                &format!("MPUB message too big {len} > {max_msg}"),
-            ));
+        if len as usize > max_msg {
+            return Err(message(format!("MPUB message too big {len} > {max_msg}")));
         }
-        let msg = rest
-            .get(4..4 + len)
-            .ok_or_else(|| Fail::fatal("E_BAD_MESSAGE", "MPUB failed to read message body"))?;
-        out.push(Bytes::copy_from_slice(msg));
-        rest = &rest[4 + len..];
-    }
-    if !rest.is_empty() {
-        return Err(bad("trailing bytes after the last message"));
+        let mut msg = vec![0u8; len as usize];
+        reader
+            .read_exact(&mut msg)
+            .await
+            .map_err(|_| message("MPUB failed to read message body".into()))?;
+        out.push(Bytes::from(msg));
     }
     Ok(out)
 }

@@ -1,0 +1,172 @@
+//! HTTP answers: comparing a recorded response body with a replayed one. A JSON body is
+//! compared as JSON after both sides are normalised: the fields the transcripts' README names
+//! as varying become `"<var>"`, recorded ports become the replay's ports, map-ordered lists of
+//! names are sorted. Anything else is compared byte for byte. Pure.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// Fields whose values vary run to run (the README's list; `*` = any suffix).
+const VARYING: &[&str] = &[
+    "start_time",
+    "uptime*",
+    "connect_ts",
+    "remote_address",
+    "memory",
+    "depth_ts*",
+    "last_pub_ts",
+];
+
+/// How recorded bodies map onto a replay.
+#[derive(Debug, Default, Clone)]
+pub struct BodyRules {
+    /// Recorded port → the replay's port (`tcp_port` / `http_port` values).
+    pub ports: HashMap<u16, u16>,
+}
+
+impl BodyRules {
+    /// Compares bodies; on a difference, says what differs.
+    pub fn compare(&self, expected: &[u8], actual: &[u8]) -> Result<(), String> {
+        let Ok(recorded) = serde_json::from_slice::<Value>(expected) else {
+            return if expected == actual {
+                Ok(())
+            } else {
+                Err("body differs".into())
+            };
+        };
+        let Ok(replayed) = serde_json::from_slice::<Value>(actual) else {
+            return Err("body is not JSON".into());
+        };
+        let recorded = self.normalise(recorded, true);
+        let replayed = self.normalise(replayed, false);
+        if recorded == replayed {
+            Ok(())
+        } else {
+            Err(format!(
+                "JSON differs: normalised expected {recorded}, normalised actual {replayed}"
+            ))
+        }
+    }
+
+    /// The comparable form of a body; `recorded` says whether its ports are the recording's.
+    pub fn normalise(&self, value: Value, recorded: bool) -> Value {
+        match value {
+            Value::Object(map) => {
+                // A node description (nsqd /info, lookupd producers) names the machine it ran
+                // on; the recording machine's hostname is not the replay's.
+                let node = map.contains_key("broadcast_address");
+                Value::Object(
+                    map.into_iter()
+                        .map(|(k, v)| {
+                            let v = self.field(&k, v, node, recorded);
+                            (k, v)
+                        })
+                        .collect(),
+                )
+            }
+            Value::Array(items) => {
+                let mut items: Vec<Value> = items
+                    .into_iter()
+                    .map(|v| self.normalise(v, recorded))
+                    .collect();
+                if items.iter().all(Value::is_string) {
+                    items.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+                }
+                Value::Array(items)
+            }
+            other => other,
+        }
+    }
+
+    fn field(&self, key: &str, value: Value, node: bool, recorded: bool) -> Value {
+        let varying = VARYING
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => key.starts_with(prefix),
+                None => key == *pattern,
+            });
+        let local_id = key == "id"
+            && value
+                .as_str()
+                .and_then(|v| v.strip_prefix("127.0.0.1:"))
+                .is_some_and(|port| port.parse::<u16>().is_ok());
+        if varying || local_id || (node && key == "hostname") {
+            return Value::String("<var>".into());
+        }
+        if recorded && (key == "tcp_port" || key == "http_port") {
+            if let Some(port) = value
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .and_then(|p| self.ports.get(&p))
+            {
+                return Value::from(*port);
+            }
+        }
+        self.normalise(value, recorded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules() -> BodyRules {
+        BodyRules {
+            ports: HashMap::from([(4250, 5000), (4251, 5001)]),
+        }
+    }
+
+    #[test]
+    fn plain_bodies_compare_byte_for_byte() {
+        assert!(rules().compare(b"OK", b"OK").is_ok());
+        assert!(rules().compare(b"", b"").is_ok());
+        assert!(rules().compare(b"OK", b"OK\n").is_err());
+        assert!(rules().compare(b"{\"a\":1}", b"OK").is_err());
+    }
+
+    #[test]
+    fn varying_fields_ports_and_hostnames_are_normalised() {
+        let recorded = br#"{"version":"1.3.0","hostname":"vm","broadcast_address":"127.0.0.1","tcp_port":4250,"http_port":4251,"start_time":1,"uptime_seconds":3,"clients":[{"hostname":"golden","connect_ts":5,"remote_address":"127.0.0.1:1"}],"id":"127.0.0.1:4250"}"#;
+        let replayed = br#"{"version":"1.3.0","hostname":"box","broadcast_address":"127.0.0.1","tcp_port":5000,"http_port":5001,"start_time":9,"uptime_seconds":8,"clients":[{"hostname":"golden","connect_ts":7,"remote_address":"127.0.0.1:2"}],"id":"127.0.0.1:5000"}"#;
+        assert!(rules().compare(recorded, replayed).is_ok());
+        // A client's own hostname (not a node description) is exact.
+        let other_client = br#"{"version":"1.3.0","hostname":"box","broadcast_address":"127.0.0.1","tcp_port":5000,"http_port":5001,"start_time":9,"uptime_seconds":8,"clients":[{"hostname":"other","connect_ts":7,"remote_address":"127.0.0.1:2"}],"id":"127.0.0.1:5000"}"#;
+        assert!(rules().compare(recorded, other_client).is_err());
+        // Ports must be the replay's, not the recording's.
+        let recorded_port = br#"{"version":"1.3.0","hostname":"box","broadcast_address":"127.0.0.1","tcp_port":4250,"http_port":5001,"start_time":9,"uptime_seconds":8,"clients":[{"hostname":"golden","connect_ts":7,"remote_address":"127.0.0.1:2"}],"id":"127.0.0.1:5000"}"#;
+        assert!(rules().compare(recorded, recorded_port).is_err());
+    }
+
+    #[test]
+    fn name_lists_compare_as_sets_and_other_lists_in_order() {
+        assert!(rules()
+            .compare(br#"{"channels":["b","a"]}"#, br#"{"channels":["a","b"]}"#)
+            .is_ok());
+        assert!(rules()
+            .compare(
+                br#"{"channels":["b","a"]}"#,
+                br#"{"channels":["a","b","c"]}"#
+            )
+            .is_err());
+        assert!(rules()
+            .compare(br#"{"t":[{"n":1},{"n":2}]}"#, br#"{"t":[{"n":2},{"n":1}]}"#)
+            .is_err());
+    }
+
+    #[test]
+    fn other_values_and_nulls_are_exact() {
+        assert!(rules()
+            .compare(br#"{"topics":null}"#, br#"{"topics":[]}"#)
+            .is_err());
+        assert!(rules()
+            .compare(br#"{"depth":3}"#, br#"{"depth":3.0}"#)
+            .is_err());
+        assert!(rules()
+            .compare(
+                br#"{"message":"TOPIC_NOT_FOUND"}"#,
+                br#"{"message":"TOPIC_NOT_FOUND"}"#
+            )
+            .is_ok());
+    }
+}
