@@ -71,6 +71,8 @@ struct Identify {
     user_agent: String,
     snappy: bool,
     deflate: bool,
+    output_buffer_size: i64,
+    output_buffer_timeout: i64,
 }
 
 /// IDENTIFY's answer with feature negotiation, fields in nsqd's order (the frame is compared
@@ -194,9 +196,21 @@ impl Session {
             (b"REQ", _) => self.req(p),
             (b"TOUCH", _) => self.touch(p),
             (b"CLS", _) => self.cls(),
-            (name, _) => Err(Fail::fatal(
+            (name, false) => Err(Fail::fatal(
                 "E_INVALID",
                 &format!("invalid command {}", text(name)),
+            )),
+            // The fork prints the command's words as Go byte slices (Y1 6, Y3 67).
+            (name, true) => Err(Fail::fatal(
+                "E_INVALID",
+                &format!(
+                    "invalid command [{}]",
+                    std::iter::once(name)
+                        .chain(p.iter().map(Vec::as_slice))
+                        .map(go_bytes)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
             )),
         }
     }
@@ -256,11 +270,23 @@ impl Session {
             self.reply(b"OK");
             return Ok(());
         }
-        // The fork answers with its own buffer defaults (notes §2.6.4).
-        let (buffer_size, buffer_timeout) = if opts.extensions.partitions() {
-            (100, 50)
+        // The fork answers with the buffer settings the client asked for (Y1 4: 16384 and
+        // 250 asked, 16384 and 250 answered), else its own defaults (notes §2.6.4), and a
+        // deflate level of 0.
+        let (buffer_size, buffer_timeout, deflate_level) = if opts.extensions.partitions() {
+            let asked = |value: i64, default: u32| {
+                u32::try_from(value)
+                    .ok()
+                    .filter(|v| *v > 0)
+                    .unwrap_or(default)
+            };
+            (
+                asked(data.output_buffer_size, 100),
+                asked(data.output_buffer_timeout, 50),
+                0,
+            )
         } else {
-            (16384, 250)
+            (16384, 250, 6)
         };
         let response = IdentifyResponse {
             max_rdy_count: opts.max_rdy_count,
@@ -269,7 +295,7 @@ impl Session {
             msg_timeout: self.msg_timeout.as_millis() as u64,
             tls_v1: false,
             deflate: false,
-            deflate_level: 6,
+            deflate_level,
             max_deflate_level: 6,
             snappy: false,
             sample_rate: 0,
@@ -420,6 +446,12 @@ fn parse_partition(p: &[u8]) -> Result<u32, Fail> {
                 ),
             )
         })
+}
+
+/// Bytes as Go prints a `[]byte` with `%v`: `[67 82 69]`.
+fn go_bytes(bytes: &[u8]) -> String {
+    let numbers: Vec<String> = bytes.iter().map(u8::to_string).collect();
+    format!("[{}]", numbers.join(" "))
 }
 
 /// Ids in error texts: printable as they are, hex otherwise.
