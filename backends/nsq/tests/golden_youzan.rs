@@ -67,3 +67,59 @@ async fn y1_topics_are_created_through_the_lookupd_and_wait_for_leaders() {
         .check()
         .await;
 }
+
+/// Creates `topic` through the cluster's lookupd, as the recorder did before a flow.
+async fn create(cluster: &TestCluster, topic: &str, partitions: u32, replicas: u32) {
+    let lookupd = cluster.lookupd_http_addr().to_string();
+    let created = msgstream_nsq::lookup::create_topic(
+        &lookupd,
+        topic,
+        partitions,
+        replicas,
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("create through the lookupd");
+    assert_eq!(created, msgstream_nsq::lookup::Created::Created);
+}
+
+/// A cluster whose leaders serve at once, for flows recorded after the leaders existed.
+async fn elected() -> TestCluster {
+    TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("the test cluster starts")
+}
+
+#[tokio::test]
+async fn y2_lookups_before_any_channel() {
+    let cluster = elected().await;
+    create(&cluster, "golden_y1", 2, 1).await;
+    // Steps 41-54 read the channels Y3-Y6 created, 25 s later in the recording.
+    on("youzan-cluster-Y2-lookup.jsonl", &cluster)
+        .stop_after(40)
+        .skip(
+            &[37, 38],
+            "/listlookup names the lookupd's TCP and RPC ports (as strings), which the test \
+             lookupd does not have",
+        )
+        .check()
+        .await;
+}
+
+#[tokio::test]
+async fn y7_deletes_channels_on_the_leader_and_topics_through_the_lookupd() {
+    let cluster = elected().await;
+    create(&cluster, "golden_y1", 2, 1).await;
+    create(&cluster, "golden_y6r", 1, 2).await;
+    on("youzan-cluster-Y7-delete.jsonl", &cluster)
+        .skip(
+            &[12, 13, 41, 42],
+            "the Youzan nsqd's /stats shape (wrapped, is_leader, backlogs, ...) is not served",
+        )
+        .skip(
+            &[14, 15],
+            "the lookup lists the channels Y3-Y6 created, which this replay does not create",
+        )
+        .check()
+        .await;
+}
