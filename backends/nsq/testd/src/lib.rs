@@ -145,9 +145,38 @@ impl Shared {
         visible_at: Option<std::time::Instant>,
         trace_id: u64,
     ) -> ([u8; 16], u64, u32) {
+        self.put_all(topic, partition, bodies, visible_at, trace_id)
+            .pop()
+            .unwrap_or(([0u8; 16], 0, 0))
+    }
+
+    /// As [`Shared::put`], returning id, offset and raw size of every message.
+    pub(crate) fn put_all(
+        &self,
+        topic: &str,
+        partition: u32,
+        bodies: Vec<Bytes>,
+        visible_at: Option<std::time::Instant>,
+        trace_id: u64,
+    ) -> Vec<([u8; 16], u64, u32)> {
         let mut store = self.store();
-        let ids: Vec<[u8; 16]> = bodies.iter().map(|_| store.new_id(trace_id)).collect();
-        let mut last = ([0u8; 16], 0, 0);
+        let ids: Vec<[u8; 16]> = if store.binary_ids {
+            // The fork numbers messages per partition, from 2 with the coordinator (Y3, Y4)
+            // and from 1 without (Y8), the partition in the bits above 50.
+            let first = if self.cluster.is_some() { 2 } else { 1 };
+            let part = store.partition_entry(topic, partition);
+            bodies
+                .iter()
+                .map(|_| {
+                    let sequence = first + part.ids_issued;
+                    part.ids_issued += 1;
+                    store::youzan_id(partition, sequence, trace_id)
+                })
+                .collect()
+        } else {
+            bodies.iter().map(|_| store.new_id(trace_id)).collect()
+        };
+        let mut receipts = Vec::with_capacity(ids.len());
         let part = store
             .topics
             .entry(topic.to_string())
@@ -158,10 +187,10 @@ impl Shared {
         for (id, body) in ids.into_iter().zip(bodies) {
             let index = part.append(id, body, visible_at);
             let stored = &part.log[index];
-            last = (id, stored.offset, stored.raw_size);
+            receipts.push((id, stored.offset, stored.raw_size));
         }
         store.pump(std::time::Instant::now());
-        last
+        receipts
     }
 }
 

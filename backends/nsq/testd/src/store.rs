@@ -135,6 +135,16 @@ pub(crate) struct Partition {
     /// Where a first channel starts: messages published while the partition had no channel.
     pub unclaimed_from: usize,
     pub channels: BTreeMap<String, Channel>,
+    /// Message ids handed out (Youzan ids are numbered per partition).
+    pub ids_issued: u64,
+}
+
+/// A Youzan message id: `(partition << 50 | sequence)` and the trace id, both big-endian.
+pub(crate) fn youzan_id(partition: u32, sequence: u64, trace_id: u64) -> [u8; 16] {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&((u64::from(partition) << 50) | sequence).to_be_bytes());
+    id[8..].copy_from_slice(&trace_id.to_be_bytes());
+    id
 }
 
 impl Partition {
@@ -247,6 +257,16 @@ impl Store {
             id.copy_from_slice(format!("{:016x}", self.next_id).as_bytes());
         }
         id
+    }
+
+    /// The partition, created if needed.
+    pub fn partition_entry(&mut self, topic: &str, partition: u32) -> &mut Partition {
+        self.topics
+            .entry(topic.to_string())
+            .or_default()
+            .partitions
+            .entry(partition)
+            .or_default()
     }
 
     /// The partition, if it exists.

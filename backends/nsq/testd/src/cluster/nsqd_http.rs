@@ -41,6 +41,10 @@ pub(crate) fn gate(shared: &Shared, cluster: &ClusterNode, req: &Request) -> Opt
         Access::Leader if path == "/channel/setoffset" => {
             set_offset_checks(shared, req, topic, partition)
         }
+        Access::Leader if wrapped && req.body.is_empty() => {
+            Some(wrapped_error(req, 406, "MSG_EMPTY"))
+        }
+        Access::Leader if path == "/pubtrace" => Some(pub_trace(shared, req, topic, partition)),
         Access::Leader => None,
     }
 }
@@ -61,6 +65,26 @@ fn set_offset_checks(
         .partition(topic, partition)
         .is_some_and(|p| p.channels.contains_key(channel));
     (!exists).then(|| Response::error(404, "CHANNEL_NOT_FOUND"))
+}
+
+/// `/pubtrace?topic=&partition=&trace_id=`: stores the body and answers where (Y3 129).
+fn pub_trace(shared: &Shared, req: &Request, topic: &str, partition: u32) -> Response {
+    let trace_id = req
+        .query
+        .get("trace_id")
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or(0);
+    let body = bytes::Bytes::copy_from_slice(&req.body);
+    let (id, offset, raw_size) = shared.put(topic, partition, vec![body], None, trace_id);
+    let mut number = [0u8; 8];
+    number.copy_from_slice(&id[..8]);
+    Response::json(&serde_json::json!({
+        "status": "OK",
+        "id": u64::from_be_bytes(number),
+        "trace_id": trace_id.to_string(),
+        "queue_offset": offset,
+        "rawsize": raw_size,
+    }))
 }
 
 fn refusal(req: &Request, wrapped: bool, status: u16, message: &str) -> Response {

@@ -190,6 +190,7 @@ impl Session {
             (b"MPUB", _) => self.publish(p, reader, true).await,
             (b"DPUB", false) => self.dpub(p, reader).await,
             (b"PUB_TRACE", true) => self.pub_trace(p, reader).await,
+            (b"MPUB_TRACE", true) => self.mpub_trace(p, reader).await,
             (b"INTERNAL_CREATE_TOPIC", true) => self.create_topic(p),
             (b"RDY", _) => self.rdy(p),
             (b"FIN", _) => self.fin(p),
