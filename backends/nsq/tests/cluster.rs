@@ -218,3 +218,48 @@ async fn fixture_cluster_a_leader_change_is_followed() {
         "{subscriptions:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixture_cluster_new_subscriptions_start_where_asked() {
+    let cluster = cluster(Duration::ZERO).await;
+    let client = NsqClient::connect(config(&cluster, 2, 1))
+        .await
+        .expect("client");
+    let topic = msgstream::testkit::unique("cl");
+    let producer = client.create_producer(&topic).await.expect("producer");
+    producer
+        .send(ProducerMessage::new("old"))
+        .await
+        .expect("old");
+    // Latest is where the partition ends when `subscribe` is called, however late the
+    // consumer reaches the leader.
+    let mut latest = client
+        .subscribe(
+            ConsumerOptions::new(&topic, "latest").with_initial_position(InitialPosition::Latest),
+        )
+        .await
+        .expect("latest");
+    producer
+        .send(ProducerMessage::new("new"))
+        .await
+        .expect("new");
+    assert_eq!(recv(&mut latest).await.payload.as_ref(), b"new");
+    // An ordered subscription keeps its commit point in a channel no client reads, which the
+    // cluster creates only by a subscription.
+    let mut ordered = client
+        .subscribe(earliest(&topic, "ordered").in_order())
+        .await
+        .expect("ordered");
+    for body in ["old", "new"] {
+        let message = recv(&mut ordered).await;
+        assert_eq!(message.payload.as_ref(), body.as_bytes());
+        ordered.ack(&message).await.expect("ack");
+    }
+    let listed = client.list_subscriptions(&topic).await.expect("list");
+    assert!(
+        listed
+            .iter()
+            .any(|s| s.name == "ordered" && s.lag == Some(0)),
+        "{listed:?}"
+    );
+}

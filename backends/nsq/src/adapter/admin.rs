@@ -60,6 +60,11 @@ fn json_reply(addr: &str, what: &str, body: &[u8]) -> Result<Value> {
     })
 }
 
+/// Whether a 404 body is nsqd's `CHANNEL_NOT_FOUND`.
+fn is_channel_not_found(body: &[u8]) -> bool {
+    String::from_utf8_lossy(body).contains("CHANNEL_NOT_FOUND")
+}
+
 /// One channel as `/stats` reports it, summed over the nsqds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ChannelStats {
@@ -278,7 +283,12 @@ impl Admin {
         );
         let body = offset.to_string();
         for addr in &self.partition_http(topic).await? {
-            let (status, reply) = self.call(addr, "POST", &target, body.as_bytes()).await?;
+            let (mut status, mut reply) = self.call(addr, "POST", &target, body.as_bytes()).await?;
+            if status == 404 && self.coordinator && is_channel_not_found(&reply) {
+                // A cluster's setoffset moves existing channels only: create it, then set it.
+                self.create_channel(topic, channel).await?;
+                (status, reply) = self.call(addr, "POST", &target, body.as_bytes()).await?;
+            }
             match status {
                 200 => return Ok(()),
                 404 => continue,
@@ -296,6 +306,31 @@ impl Admin {
         Err(Error::UnknownChannel {
             channel: topic.to_string(),
         })
+    }
+
+    /// Creates `channel` of the configured partition of `topic` on the partition's leader
+    /// as a coordinator-mode nsqd does it: by a subscription (`SUB_ADVANCED` without offset,
+    /// which starts the channel at the partition's end), closed before any RDY, so nothing is
+    /// delivered. The channel stays (it is no ephemeral one).
+    async fn create_channel(&self, topic: &str, channel: &str) -> Result<()> {
+        let node = self.locate(topic).await?;
+        let command = crate::codec::Command::SubAdvanced {
+            topic,
+            channel,
+            partition: self.partition.unwrap_or(0),
+            offset: None,
+        };
+        let conn = crate::conn::Conn::connect(
+            &node.tcp,
+            &crate::conn::ConnConfig::default(),
+            Some(command),
+            true,
+            |_, _| {},
+        )
+        .await
+        .map_err(map_err)?;
+        conn.close().await;
+        Ok(())
     }
 
     /// Waits until no nsqd lists a client of the channel: nsqd reads a connection's commands
@@ -434,6 +469,20 @@ impl Admin {
                 "{addr}: partition {partition} of {topic} kept growing while its newest message was read"
             ),
         ))
+    }
+
+    /// The end offset of the configured partition of `topic` (`/stats` `backend_depth`): where
+    /// the next message will be written. `UnknownChannel` when no nsqd holds the partition.
+    pub(crate) async fn partition_end(&self, topic: &str) -> Result<u64> {
+        let partition = self.partition.unwrap_or(0);
+        for addr in &self.partition_http(topic).await? {
+            if let Some(stats) = self.partition_stats(addr, topic, partition).await? {
+                return Ok(stats.end);
+            }
+        }
+        Err(Error::UnknownChannel {
+            channel: topic.to_string(),
+        })
     }
 
     /// Where a seek or reader start at `id` begins reading in `partition` of `topic`: the

@@ -274,6 +274,12 @@ impl NsqClient {
         }
         match (self.shared.partition(), options.initial_position) {
             (Some(_), InitialPosition::Earliest) => Ok(Some(ConsumeOffset::VirtualQueue(0))),
+            // In a cluster the consumer dials once lookupd named the leader, after `subscribe`
+            // returned: `special:-1` then would skip what was published meanwhile. The end
+            // now is the Latest the caller asked for.
+            (Some(_), InitialPosition::Latest) if self.shared.cluster.is_some() => Ok(Some(
+                ConsumeOffset::VirtualQueue(admin.partition_end(&options.topic).await?),
+            )),
             (Some(_), InitialPosition::Latest) => Ok(Some(ConsumeOffset::Latest)),
             (None, InitialPosition::Earliest) => Ok(None),
             (None, InitialPosition::Latest) => {

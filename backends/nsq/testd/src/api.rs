@@ -226,9 +226,13 @@ impl Nsqd {
         let Some(part) = store.partition(&topic, partition) else {
             return Response::error(404, "TOPIC_NOT_FOUND");
         };
-        let existed = part.channels.contains_key(&channel);
+        // `special:-1` leaves an existing channel where it is on a standalone nsqd (notes
+        // §2.6.3) and moves it to the end with the coordinator.
+        let keep = part.channels.contains_key(&channel)
+            && matches!(offset, crate::commands::Offset::Latest)
+            && !part.channels_start_at_end;
         let cursor = offset.index_in(part);
-        if !(existed && matches!(offset, crate::commands::Offset::Latest)) {
+        if !keep {
             let owners = part.channel(&channel).reset(cursor);
             store.release_in_flight(owners);
         } else {

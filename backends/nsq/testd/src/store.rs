@@ -137,6 +137,9 @@ pub(crate) struct Partition {
     pub channels: BTreeMap<String, Channel>,
     /// Message ids handed out (Youzan ids are numbered per partition).
     pub ids_issued: u64,
+    /// A coordinator-mode partition: every new channel starts at the end, the first one too
+    /// (Y4 17), unlike nsqd 1.3.0 and a standalone Youzan nsqd (U2, Y8 63).
+    pub channels_start_at_end: bool,
 }
 
 /// A Youzan message id: `(partition << 50 | sequence)` and the trace id, both big-endian.
@@ -150,7 +153,7 @@ pub(crate) fn youzan_id(partition: u32, sequence: u64, trace_id: u64) -> [u8; 16
 impl Partition {
     /// The channel, created if needed (starting as nsqd would).
     pub fn channel(&mut self, name: &str) -> &mut Channel {
-        let start = if self.channels.is_empty() {
+        let start = if self.channels.is_empty() && !self.channels_start_at_end {
             self.unclaimed_from
         } else {
             self.log.len()

@@ -229,12 +229,8 @@ impl ClusterState {
             if let Some(leader) = nodes.get(part.leader()) {
                 leader
                     .store()
-                    .topics
-                    .entry(topic.to_string())
-                    .or_default()
-                    .partitions
-                    .entry(pid)
-                    .or_default();
+                    .partition_entry(topic, pid)
+                    .channels_start_at_end = true;
             }
         }
         topics.insert(
