@@ -144,13 +144,34 @@ async fn y7_deletes_channels_on_the_leader_and_topics_through_the_lookupd() {
         .await;
 }
 
+/// Y3 on a cluster as Y1 left it.
+async fn y3(cluster: &TestCluster) {
+    after_y1(cluster).await;
+    create(cluster, "golden_y6r", 1, 2).await;
+    on("youzan-cluster-Y3-publish.jsonl", cluster)
+        .skip(&[146, 147, 148, 149], STATS)
+        .check()
+        .await;
+}
+
 #[tokio::test]
 async fn y3_publishing_on_the_leaders() {
+    y3(&elected().await).await;
+}
+
+/// Y4 reads what Y1 and Y3 published, so it runs after them on the same cluster.
+#[tokio::test]
+async fn y4_subscribing_after_y3() {
     let cluster = elected().await;
-    after_y1(&cluster).await;
-    create(&cluster, "golden_y6r", 1, 2).await;
-    on("youzan-cluster-Y3-publish.jsonl", &cluster)
-        .skip(&[146, 147, 148, 149], STATS)
+    y3(&cluster).await;
+    // Steps 218-220: the fork requeues a closed connection's messages in no fixed order (2, 1
+    // here, 2, 3, 1 in Y8); the test server's order, newest first, is this run's.
+    // Step 233: the fork redelivered a `REQ 1000` after 3.2 s (its deferred queue is scanned
+    // coarsely); the test server keeps the asked 1 s, so "too early" is relaxed to 30 % of the
+    // recorded wait for this flow.
+    on("youzan-cluster-Y4-subscribe.jsonl", &cluster)
+        .skip(&[30, 31, 83, 84, 270, 271], STATS)
+        .early_fraction(0.3)
         .check()
         .await;
 }

@@ -145,36 +145,38 @@ impl Shared {
         visible_at: Option<std::time::Instant>,
         trace_id: u64,
     ) -> ([u8; 16], u64, u32) {
-        self.put_all(topic, partition, bodies, visible_at, trace_id)
+        let traced = bodies.into_iter().map(|b| (b, trace_id)).collect();
+        self.put_traced(topic, partition, traced, visible_at)
             .pop()
             .unwrap_or(([0u8; 16], 0, 0))
     }
 
-    /// As [`Shared::put`], returning id, offset and raw size of every message.
-    pub(crate) fn put_all(
+    /// As [`Shared::put`], each message with its own trace id, returning id, offset and raw
+    /// size of every message.
+    pub(crate) fn put_traced(
         &self,
         topic: &str,
         partition: u32,
-        bodies: Vec<Bytes>,
+        messages: Vec<(Bytes, u64)>,
         visible_at: Option<std::time::Instant>,
-        trace_id: u64,
     ) -> Vec<([u8; 16], u64, u32)> {
+        let (bodies, traces): (Vec<Bytes>, Vec<u64>) = messages.into_iter().unzip();
         let mut store = self.store();
         let ids: Vec<[u8; 16]> = if store.binary_ids {
             // The fork numbers messages per partition, from 2 with the coordinator (Y3, Y4)
             // and from 1 without (Y8), the partition in the bits above 50.
             let first = if self.cluster.is_some() { 2 } else { 1 };
             let part = store.partition_entry(topic, partition);
-            bodies
+            traces
                 .iter()
-                .map(|_| {
+                .map(|trace_id| {
                     let sequence = first + part.ids_issued;
                     part.ids_issued += 1;
-                    store::youzan_id(partition, sequence, trace_id)
+                    store::youzan_id(partition, sequence, *trace_id)
                 })
                 .collect()
         } else {
-            bodies.iter().map(|_| store.new_id(trace_id)).collect()
+            traces.iter().map(|t| store.new_id(*t)).collect()
         };
         let mut receipts = Vec::with_capacity(ids.len());
         let part = store

@@ -103,6 +103,29 @@ impl Channel {
         self.in_flight.drain().map(|(_, f)| f.client).collect()
     }
 
+    /// Puts what `client` holds in flight back to be delivered again at once, with the
+    /// attempts it had (the next delivery counts the same attempt again). The fork keeps no
+    /// order among them; this server takes the newest first, one of the orders it shows (Y4
+    /// 218-220), so a replay of that run is deterministic.
+    pub fn requeue_client(&mut self, client: ClientId, now: Instant) {
+        let mut ids: Vec<[u8; 16]> = self
+            .in_flight
+            .iter()
+            .filter(|(_, f)| f.client == client)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        for id in ids {
+            if let Some(flight) = self.in_flight.remove(&id) {
+                self.waiting.push(Waiting {
+                    index: flight.index,
+                    attempts: flight.attempts.saturating_sub(1),
+                    ready_at: now,
+                });
+            }
+        }
+    }
+
     /// Puts everything in flight back to be delivered again at once and forgets the
     /// consumers (the partition moved to another node, whose clients are other connections).
     pub fn requeue_all(&mut self, now: Instant) {
@@ -309,11 +332,18 @@ impl Store {
     /// as on nsqd.
     pub fn remove_client(&mut self, client: ClientId) {
         self.connections.remove(&client);
+        let youzan = self.binary_ids;
         if let Some(state) = self.clients.remove(&client) {
             if let Some(sub) = state.sub {
                 if let Some(partition) = self.partition(&sub.topic, sub.partition) {
                     if let Some(channel) = partition.channels.get_mut(&sub.channel) {
                         channel.clients.retain(|c| *c != client);
+                        // The fork puts a closed connection's in-flight messages back at
+                        // once, attempts unchanged (Y4 218-221, Y8 127-131); nsqd 1.3.0
+                        // leaves them to their timeout.
+                        if youzan {
+                            channel.requeue_client(client, Instant::now());
+                        }
                         // nsqd deletes an ephemeral channel when its last client leaves.
                         if channel.clients.is_empty() && sub.channel.ends_with("#ephemeral") {
                             partition.channels.remove(&sub.channel);

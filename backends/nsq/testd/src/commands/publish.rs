@@ -116,8 +116,9 @@ impl Session {
     }
 
     /// The fork's MPUB_TRACE: an MPUB whose messages each start with an 8-byte trace id
-    /// (a plain body loses its first 8 bytes, Y3 16-17); the answer is `OK`, the first id
-    /// with trace id 0, the first offset and the batch's total raw size (Y3 14-15).
+    /// (a plain body loses its first 8 bytes, which become its trace id, Y3 16-17, Y4 47);
+    /// the answer is `OK`, the first id with trace id 0, the first offset and the batch's
+    /// total raw size (Y3 14-15).
     pub(super) async fn mpub_trace(
         &mut self,
         p: &[Vec<u8>],
@@ -128,8 +129,16 @@ impl Session {
         let bodies = read_mpub(reader, opts.max_msg_size + 8, opts.max_body_size).await?;
         self.check_auth()?;
         let pid = self.partition(&topic, p.get(1), false)?;
-        let payloads = bodies.iter().map(|b| b.slice(b.len().min(8)..)).collect();
-        let receipts = self.shared.put_all(&topic, pid, payloads, None, 0);
+        let traced = bodies
+            .iter()
+            .map(|b| {
+                let cut = b.len().min(8);
+                let mut trace = [0u8; 8];
+                trace[..cut].copy_from_slice(&b[..cut]);
+                (b.slice(cut..), u64::from_be_bytes(trace))
+            })
+            .collect();
+        let receipts = self.shared.put_traced(&topic, pid, traced, None);
         let Some(first) = receipts.first() else {
             return Err(Fail::fatal(
                 "E_BAD_BODY",
@@ -138,7 +147,8 @@ impl Session {
         };
         let total: u32 = receipts.iter().map(|r| r.2).sum();
         let mut reply = b"OK".to_vec();
-        reply.extend_from_slice(&first.0);
+        reply.extend_from_slice(&first.0[..8]);
+        reply.extend_from_slice(&0u64.to_be_bytes());
         reply.extend_from_slice(&first.1.to_be_bytes());
         reply.extend_from_slice(&total.to_be_bytes());
         self.count_published(&topic, receipts.len() as u64);

@@ -128,6 +128,8 @@ pub(crate) enum Offset {
     Latest,
     Virtual(u64),
     Time(u64),
+    /// `msgcount:N`: the N-th message, 1-based (0 is the first too).
+    Count(u64),
 }
 
 impl Offset {
@@ -137,6 +139,9 @@ impl Offset {
             Offset::Latest => partition.log.len(),
             Offset::Virtual(v) => partition.index_of_offset(v),
             Offset::Time(secs) => partition.index_of_time(secs),
+            Offset::Count(n) => usize::try_from(n.saturating_sub(1))
+                .unwrap_or(usize::MAX)
+                .min(partition.log.len()),
         }
     }
 }
@@ -147,7 +152,9 @@ pub(crate) fn parse_offset_token(token: &str) -> Option<Offset> {
     let value: i64 = value.parse().ok()?;
     match (kind, value) {
         ("special", -1) => Some(Offset::Latest),
-        ("virtual_queue", v) if v >= 0 => Some(Offset::Virtual(v as u64)),
+        // The fork reads a negative virtual offset as the beginning (Y6 299).
+        ("virtual_queue", v) => Some(Offset::Virtual(v.max(0) as u64)),
+        ("msgcount", v) if v >= 0 => Some(Offset::Count(v as u64)),
         ("timestamp", v) if v >= 0 => Some(Offset::Time(v as u64)),
         _ => None,
     }
