@@ -175,3 +175,13 @@ async fn y4_subscribing_after_y3() {
         .check()
         .await;
 }
+
+/// Y5 creates its topic itself and waited for the leaders, unrecorded, before step 4.
+#[tokio::test]
+async fn y5_ordered_topics() {
+    let cluster = elected().await;
+    on("youzan-cluster-Y5-ordered.jsonl", &cluster)
+        .skip(&[72, 73], STATS)
+        .check()
+        .await;
+}
