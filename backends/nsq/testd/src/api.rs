@@ -219,8 +219,12 @@ impl Nsqd {
             Err(r) => return r,
         };
         let token = String::from_utf8_lossy(&req.body).trim().to_string();
-        let Some(offset) = crate::commands::parse_offset_token(&token) else {
-            return Response::error(400, "INVALID_OFFSET");
+        let offset = match offset_refusal(&token) {
+            Some(refusal) => return refusal,
+            None => crate::commands::parse_offset_token(&token),
+        };
+        let Some(offset) = offset else {
+            return Response::error(400, &format!("invalid consume offset:{token}"));
         };
         let mut store = self.0.store();
         let Some(part) = store.partition(&topic, partition) else {
@@ -238,7 +242,7 @@ impl Nsqd {
         } else {
             part.channel(&channel);
         }
-        Response::text("OK")
+        Response::text("")
     }
 
     /// The fork's `GET /message/get?topic=&partition=&search_mode=&search_pos=`
@@ -380,6 +384,28 @@ impl Nsqd {
         }
         Response::text("")
     }
+}
+
+/// The fork's refusals of a setoffset body, in its words (Y6 319-323).
+fn offset_refusal(token: &str) -> Option<Response> {
+    let unknown = || Response::error(400, &format!("invalid consume offset:{token}"));
+    let Some((kind, value)) = token.split_once(':') else {
+        return Some(unknown());
+    };
+    if !matches!(kind, "virtual_queue" | "msgcount" | "timestamp" | "special") {
+        return Some(unknown());
+    }
+    let Ok(number) = value.parse::<i64>() else {
+        // The fork writes this message into its JSON unescaped: the quotes stay bare.
+        return Some(Response {
+            status: 400,
+            json: true,
+            body: format!(r#"{{"message":"strconv.ParseInt: parsing "{value}": invalid syntax"}}"#)
+                .into_bytes(),
+        });
+    };
+    (kind == "timestamp" && number < 0)
+        .then(|| Response::error(500, &format!("Invalid timestamp {number}")))
 }
 
 /// nsqd closes the connections of a deleted topic's or channel's clients.

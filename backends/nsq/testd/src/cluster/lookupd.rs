@@ -190,10 +190,9 @@ impl Lookupd {
         let mut holders: Vec<usize> = Vec::new();
         if let Some(listed) = self.listed(topic) {
             for (pid, part) in (0u32..).zip(&listed.partitions) {
-                for node in &part.replicas {
-                    if !holders.contains(node) {
-                        holders.push(*node);
-                    }
+                // Producers are the partitions' leaders; followers are not listed (Y6 9).
+                if !holders.contains(&part.leader()) {
+                    holders.push(part.leader());
                 }
                 if only.is_some_and(|o| o != pid) {
                     continue;
