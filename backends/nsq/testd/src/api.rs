@@ -26,8 +26,28 @@ impl Handler for Nsqd {
             }
         }
         let post = req.method == "POST" || req.method == "PUT";
+        // A Youzan nsqd has no HTTP topic create or delete, with or without the coordinator
+        // (Y1 29, Y8 20): INTERNAL_CREATE_TOPIC or the lookupd create topics.
+        if self.0.options.extensions.partitions()
+            && matches!(req.path.as_str(), "/topic/create" | "/topic/delete")
+        {
+            return Response::error(404, "NOT_FOUND");
+        }
         match (req.path.as_str(), post) {
             ("/ping", _) => Response::text("OK"),
+            // The fork's /info is wrapped and says whether the coordinator runs (Y8 4).
+            ("/info", _) if self.0.options.extensions.partitions() => crate::http::wrapped_ok(
+                &req,
+                json!({
+                    "version": self.0.options.extensions.version(),
+                    "broadcast_address": "127.0.0.1",
+                    "hostname": "testd",
+                    "http_port": self.0.http_addr.port(),
+                    "tcp_port": self.0.tcp_addr.port(),
+                    "start_time": self.0.start_time,
+                    "ha_support": self.0.cluster.is_some(),
+                }),
+            ),
             ("/info", _) => Response::json(&json!({
                 "version": self.0.options.extensions.version(),
                 "broadcast_address": "127.0.0.1",
@@ -110,7 +130,11 @@ impl Nsqd {
         };
         let bodies: Vec<Bytes> = if !batch {
             if req.body.is_empty() {
-                return Response::error(400, "MSG_EMPTY");
+                return if self.0.options.extensions.partitions() {
+                    crate::http::wrapped_error(req, 406, "MSG_EMPTY")
+                } else {
+                    Response::error(400, "MSG_EMPTY")
+                };
             }
             vec![Bytes::copy_from_slice(&req.body)]
         } else if req.query.get("binary").is_some_and(|b| b == "true") {
@@ -149,6 +173,10 @@ impl Nsqd {
                 self.0.options.extensions.partitions(),
             ) {
                 Some(p) => p,
+                // The fork's words, wrapped (Y8 16-18).
+                None if self.0.options.extensions.partitions() => {
+                    return crate::http::wrapped_error(req, 404, "E_TOPIC_NOT_EXIST")
+                }
                 None => return Response::error(404, "TOPIC_NOT_FOUND"),
             }
         };

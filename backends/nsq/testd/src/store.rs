@@ -104,9 +104,10 @@ impl Channel {
     }
 
     /// Puts what `client` holds in flight back to be delivered again at once, with the
-    /// attempts it had (the next delivery counts the same attempt again). The fork keeps no
-    /// order among them; this server takes the newest first, one of the orders it shows (Y4
-    /// 218-220), so a replay of that run is deterministic.
+    /// attempts it had (the next delivery counts the same attempt again). The fork promises
+    /// no order among them; both recordings show the oldest last and the others in order
+    /// (2, 1 in Y4 218-219; 2, 3, 1 in Y8 127-129), which this server does, so replays of
+    /// those runs are deterministic.
     pub fn requeue_client(&mut self, client: ClientId, now: Instant) {
         let mut ids: Vec<[u8; 16]> = self
             .in_flight
@@ -114,7 +115,10 @@ impl Channel {
             .filter(|(_, f)| f.client == client)
             .map(|(id, _)| *id)
             .collect();
-        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids.sort_unstable();
+        if !ids.is_empty() {
+            ids.rotate_left(1);
+        }
         for id in ids {
             if let Some(flight) = self.in_flight.remove(&id) {
                 self.waiting.push(Waiting {

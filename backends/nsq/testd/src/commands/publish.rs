@@ -47,7 +47,23 @@ impl Session {
                 "topic partition is not valid for multi partition: -1",
             ));
         }
-        let pid = self.partition(&topic, p.get(1), false)?;
+        let pid = match p.get(1) {
+            // Which partition a standalone fork picks for a PUB without one is not fixed
+            // (partition 1 of two in the Y8 recording, 0 in an earlier run); the test server
+            // takes the last. (SUB_ADVANCED with an offset takes the first, Y8 95-100.)
+            None if self.shared.cluster.is_none() && opts.extensions.partitions() => {
+                let last = self
+                    .store()
+                    .topics
+                    .get(&topic)
+                    .and_then(|t| t.partitions.keys().next_back().copied());
+                match last {
+                    Some(last) => last,
+                    None => return Err(Fail::fatal("E_TOPIC_NOT_EXIST", "")),
+                }
+            }
+            param => self.partition(&topic, param, false)?,
+        };
         let count = bodies.len() as u64;
         self.shared.put(&topic, pid, bodies, None, 0);
         self.count_published(&topic, count);
@@ -174,6 +190,22 @@ impl Session {
             ));
         }
         let topic = self.topic_name(p.first(), "INTERNAL_CREATE_TOPIC")?;
+        // The fork's own words (Y8 34, 42).
+        match p.get(1) {
+            None => {
+                return Err(Fail::fatal(
+                    "E_INVALID",
+                    "CREATE_TOPIC insufficient number of parameters",
+                ))
+            }
+            Some(partition) if partition.first() == Some(&b'-') => {
+                return Err(Fail::fatal(
+                    "E_BAD_PARTITION",
+                    "partition should not less than 0",
+                ))
+            }
+            Some(_) => {}
+        }
         self.partition(&topic, p.get(1), true)?;
         self.reply(b"OK");
         Ok(())
