@@ -17,9 +17,10 @@ fi
 [ "${1:-}" = "--venv-only" ] && exit 0
 cargo build --quiet -p msgstream-nsq-testd
 out="$(mktemp)"
-"$target/debug/msgstream-nsq-testd" --tcp 127.0.0.1:0 --http 127.0.0.1:0 < <(sleep 120) > "$out" &
+# The server runs until it is sent SIGTERM (stdin is not read).
+"$target/debug/msgstream-nsq-testd" --tcp 127.0.0.1:0 --http 127.0.0.1:0 > "$out" &
 server=$!
-trap 'kill "$server" 2>/dev/null || true; rm -f "$out"' EXIT
+trap 'kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -f "$out"' EXIT
 for _ in $(seq 100); do
   [ -s "$out" ] && break
   sleep 0.05

@@ -29,7 +29,7 @@ def fail(reason):
 def stats():
     with urllib.request.urlopen(f"http://{HTTP}/stats?format=json&topic={TOPIC}") as reply:
         data = json.load(reply)
-    for topic in data["topics"]:
+    for topic in data["topics"] or []:  # null when the topic is gone, as on nsqd
         if topic["topic_name"] == TOPIC:
             for channel in topic["channels"]:
                 if channel["channel_name"] == CHANNEL:

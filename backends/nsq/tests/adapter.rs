@@ -149,6 +149,42 @@ async fn ids_lag_and_listing() {
     }
 }
 
+/// nsqd's channel `depth` leaves out deferred messages (here one published with `defer`, as
+/// another client may): the subscription's lag still counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_messages_count_in_the_lag() {
+    let server = common::server(msgstream_nsq_testd::Extensions::None).await;
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        nsqd_http: vec![server.http_addr().to_string()],
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let topic = common::topic("deferred");
+    let consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "g"))
+        .await
+        .expect("sub");
+    let (status, _) = common::http(
+        server.http_addr(),
+        "POST",
+        &format!("/pub?topic={topic}&defer=60000"),
+        b"later",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let listed: Vec<(String, Option<u64>)> = client
+        .list_subscriptions(&topic)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|s| (s.name, s.lag))
+        .collect();
+    assert_eq!(listed, [("g".to_string(), Some(1))]);
+    drop(consumer);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_http_the_admin_parts_are_unsupported() {
     let server = common::server(msgstream_nsq_testd::Extensions::None).await;

@@ -9,13 +9,15 @@ mod golden;
 use std::time::Duration;
 
 use golden::Replay;
-use msgstream_nsq_testd::{Options, TestServer};
+use msgstream_nsq_testd::{Options, TestLookupd, TestServer};
 
-/// The recorded nsqd TCP and HTTP endpoints.
+/// The recorded nsqd TCP and HTTP endpoints and the lookupd's HTTP endpoint.
 const NSQD_TCP: &str = "127.0.0.1:4250";
 const NSQD_HTTP: &str = "127.0.0.1:4251";
+const LOOKUPD_HTTP: &str = "127.0.0.1:4261";
 
-/// U5 steps 5-6 read the stats U3 left (its 60-s redelivery flow, with consumer B connected).
+/// U5 steps 5-6 read the stats U3 left (its 60-s redelivery flow, with consumer B connected);
+/// the U7 prelude cannot rebuild them without replaying U3 whole.
 const U5_AFTER_U3: &[u32] = &[5, 6];
 const U5_AFTER_U3_WHY: &str = "/stats of U3's channel after U3's whole flow";
 
@@ -55,6 +57,35 @@ async fn u4_error_frames_and_which_close_the_connection() {
     on("upstream-U4-errors.jsonl", &nsqd).check().await;
 }
 
+/// The harness itself: a server with another limit than the recording's is caught at the first
+/// answer that differs, and the report names the step and both texts.
+#[tokio::test]
+async fn a_difference_is_reported_with_its_step_and_both_texts() {
+    let nsqd = server(Options::default()).await;
+    let mismatch = on("upstream-U4-errors.jsonl", &nsqd)
+        .run()
+        .await
+        .expect_err("a 1 MiB max_msg_size accepts what the recording refused");
+    assert_eq!(
+        (
+            mismatch.file.as_str(),
+            mismatch.step,
+            mismatch.conn.as_str()
+        ),
+        ("upstream-U4-errors.jsonl", 43, "tcp6")
+    );
+    assert_eq!(
+        mismatch.expected,
+        "ERROR E_BAD_MESSAGE PUB message too big 1025 > 1024"
+    );
+    assert_eq!(mismatch.actual, "RESPONSE OK");
+    let report = mismatch.to_string();
+    assert!(
+        report.contains("step 43") && report.contains("note:"),
+        "{report}"
+    );
+}
+
 #[tokio::test]
 async fn u5_http_api() {
     let nsqd = server(Options::default()).await;
@@ -72,6 +103,33 @@ async fn u6_timeouts_touch_req_and_client_msg_timeout() {
     })
     .await;
     on("upstream-U6-timeout-redelivery.jsonl", &nsqd)
+        .check()
+        .await;
+}
+
+/// U7 reads the lookupd after U1, U2, U3 and U5 ran against the nsqd registered with it, so
+/// those are replayed first on the same pair (U3 up to the point where its topic and channel
+/// exist and its consumer has taken its messages).
+#[tokio::test]
+async fn u7_lookupd_after_run_a() {
+    let nsqd = server(Options::default()).await;
+    let lookupd = TestLookupd::start(&[&nsqd])
+        .await
+        .expect("the test lookupd starts");
+    on("upstream-U1-identify.jsonl", &nsqd).check().await;
+    on("upstream-U2-held-until-first-channel.jsonl", &nsqd)
+        .check()
+        .await;
+    on("upstream-U3-requeue-on-disconnect.jsonl", &nsqd)
+        .stop_after(18)
+        .check()
+        .await;
+    on("upstream-U5-http.jsonl", &nsqd)
+        .skip(U5_AFTER_U3, U5_AFTER_U3_WHY)
+        .check()
+        .await;
+    on("upstream-U7-lookupd.jsonl", &nsqd)
+        .endpoint(LOOKUPD_HTTP, lookupd.http_addr())
         .check()
         .await;
 }

@@ -104,7 +104,13 @@ async fn silent_clients_are_dropped_after_two_heartbeats() {
         heartbeats += 1;
     }
     let after = start.elapsed();
-    assert_eq!(heartbeats, 1, "one heartbeat, never answered");
+    // The heartbeat due at the second interval is due at the very moment of the close: nsqd
+    // 1.3.0 sent it before closing in the recorded transcript (upstream-U1 25-27), but the two
+    // are separate timers there, so a real server may close first.
+    assert!(
+        (1..=2).contains(&heartbeats),
+        "{heartbeats} heartbeats, never answered"
+    );
     assert!(
         after >= Duration::from_millis(1900) && after < Duration::from_secs(3),
         "{after:?}"

@@ -226,8 +226,12 @@ impl Admin {
             let Some(name) = channel["channel_name"].as_str() else {
                 continue;
             };
-            let backlog = channel["depth"].as_u64().unwrap_or(0)
-                + channel["in_flight_count"].as_u64().unwrap_or(0);
+            // nsqd's `depth` leaves out deferred messages (DPUB, REQ with a delay): they are
+            // backlog too.
+            let backlog = ["depth", "in_flight_count", "deferred_count"]
+                .iter()
+                .map(|field| channel[*field].as_u64().unwrap_or(0))
+                .sum();
             match channels.iter_mut().find(|c| c.name == name) {
                 Some(c) => c.backlog += backlog,
                 None => channels.push(ChannelStats {

@@ -297,8 +297,9 @@ impl Engine {
             self.offsets_applied.insert(origin.partition);
         }
         if !self.ever_connected.insert(origin.clone()) {
-            self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+            // The metric first: whoever sees the count has the metric recorded too.
             msgstream::metrics::record_reconnect("nsq", &origin.addr);
+            self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
         }
         self.links.insert(
             origin,

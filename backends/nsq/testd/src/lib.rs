@@ -16,13 +16,16 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod announce;
 mod api;
 mod cluster;
 mod commands;
 mod connections;
 mod external;
+mod heartbeat;
 mod http;
 mod lookupd;
+mod lookupd_upstream;
 mod stats;
 mod store;
 mod tcp;
@@ -123,8 +126,8 @@ pub(crate) struct Shared {
 impl Shared {
     /// Locks the store; a poisoned lock (a panicked connection task) still holds consistent
     /// plain data.
-    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn store(&self) -> StoreGuard<'_> {
+        StoreGuard(self.store.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     pub(crate) fn next_client(&self) -> u64 {
@@ -193,6 +196,30 @@ impl Shared {
         }
         store.pump(std::time::Instant::now());
         receipts
+    }
+}
+
+/// The locked store. Releasing it announces the topics and channels that appeared or went
+/// while it was held (what nsqd sends its lookupds), whichever code changed them.
+pub(crate) struct StoreGuard<'a>(MutexGuard<'a, Store>);
+
+impl std::ops::Deref for StoreGuard<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.0
+    }
+}
+
+impl Drop for StoreGuard<'_> {
+    fn drop(&mut self) {
+        let store = &mut *self.0;
+        store.announcer.sync(&store.topics);
     }
 }
 

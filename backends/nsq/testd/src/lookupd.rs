@@ -1,7 +1,8 @@
-//! A test nsqlookupd over several [`TestServer`]s: `/ping`, `/lookup` (with the Youzan
-//! partition map), `/topics`. Replies are wrapped in `{"status_code","status_txt","data"}`
-//! unless the client sends `Accept: application/vnd.nsq; version=1.0`, as older and Youzan
-//! lookupds do.
+//! A test nsqlookupd over several [`TestServer`]s. Over upstream servers it answers as
+//! nsqlookupd 1.3.0 ([`crate::lookupd_upstream`]); over servers with the extensions it serves
+//! `/ping`, `/lookup` (with the Youzan partition map) and `/topics`, replies wrapped in
+//! `{"status_code","status_txt","data"}` unless the client sends
+//! `Accept: application/vnd.nsq; version=1.0`, as older and Youzan lookupds do.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -11,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::http::{Handler, Request, Response};
+use crate::lookupd_upstream::UpstreamLookup;
 use crate::{Shared, TestServer};
 
 /// A running lookupd; dropping it stops it.
@@ -23,15 +25,21 @@ pub struct TestLookupd {
 struct Lookup(Arc<Mutex<Vec<Arc<Shared>>>>);
 
 impl TestLookupd {
-    /// Starts a lookupd on a free loopback port, knowing `servers`.
+    /// Starts a lookupd on a free loopback port, knowing `servers` (an upstream lookupd when
+    /// none of them speaks the extensions).
     pub async fn start(servers: &[&TestServer]) -> std::io::Result<TestLookupd> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
+        let upstream = servers
+            .iter()
+            .all(|s| !s.shared().options.extensions.partitions());
         let servers = Arc::new(Mutex::new(servers.iter().map(|s| s.shared()).collect()));
-        let task = tokio::spawn(crate::http::serve(
-            listener,
-            Arc::new(Lookup(Arc::clone(&servers))),
-        ));
+        let handler: Arc<dyn Handler> = if upstream {
+            Arc::new(UpstreamLookup::new(Arc::clone(&servers)))
+        } else {
+            Arc::new(Lookup(Arc::clone(&servers)))
+        };
+        let task = tokio::spawn(crate::http::serve(listener, handler));
         Ok(TestLookupd {
             addr,
             servers,

@@ -270,6 +270,8 @@ pub(crate) struct Store {
     pub clients: HashMap<ClientId, ClientState>,
     /// Every open connection, as `/stats` describes it.
     pub connections: BTreeMap<ClientId, Connection>,
+    /// What was announced to lookupds.
+    pub announcer: crate::announce::Announcer,
     pub next_id: u64,
     /// Binary (Youzan) ids instead of 16 hex characters.
     pub binary_ids: bool,

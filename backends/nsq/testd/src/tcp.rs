@@ -80,7 +80,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     if magic_ok && &magic == b"  V2" {
         let closer = session.closer();
         loop {
-            let deadline = session.read_deadline();
+            let silent_at = tokio::time::Instant::now() + session.read_deadline();
             // Biased: once `drop_connections` was called, no further command of this
             // connection is executed, even one already read (an unbiased pick could execute a
             // PUB that arrived after the drop and then drop its answer, so the client would
@@ -92,7 +92,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                     break;
                 }
                 _ = closer.notified() => break,
-                read = tokio::time::timeout(deadline, read_command(&mut reader, shared.options.extensions.partitions())) => read,
+                read = tokio::time::timeout_at(silent_at, read_command(&mut reader, shared.options.extensions.partitions())) => read,
             };
             let line = match read {
                 Ok(Ok(line)) => line,
@@ -102,7 +102,10 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                     }
                     break;
                 }
-                Err(_) => break,
+                Err(_) => {
+                    session.silent_until(silent_at);
+                    break;
+                }
             };
             match session.execute(line, &mut reader).await {
                 Ok(()) => {}
@@ -201,19 +204,6 @@ pub(crate) async fn read_body(
     let mut body = vec![0u8; size];
     reader.read_exact(&mut body).await.map_err(Fail::io)?;
     Ok(body)
-}
-
-/// Sends `_heartbeat_` every `interval` until aborted.
-pub(crate) fn heartbeats(tx: mpsc::UnboundedSender<Bytes>, interval: Duration) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-        loop {
-            ticker.tick().await;
-            if tx.send(frame(RESPONSE, b"_heartbeat_")).is_err() {
-                return;
-            }
-        }
-    })
 }
 
 /// A fresh client record for the store.

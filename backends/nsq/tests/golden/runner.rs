@@ -233,28 +233,27 @@ impl Run<'_> {
 
     /// The next frame or close on the step's connection, within the step's deadline.
     async fn next_event(&mut self, step: &Step) -> Result<(Instant, Incoming), Failure> {
-        let gap = (step.t - self.anchor.1).max(0.0);
-        let deadline = self.anchor.0 + secs(gap + (gap / 2.0).max(2.0));
+        let wait = latest(step.t - self.anchor.1);
+        let deadline = self.anchor.0 + secs(wait);
         let conn = self.conn(&step.conn)?;
         match tokio::time::timeout_at(deadline, conn.events.recv()).await {
             Ok(Some(event)) => Ok(event),
             Ok(None) => fail("the connection's reader stopped", ""),
             Err(_) => fail(
                 "nothing arrived",
-                format!(
-                    "nothing within {:.1} s of the previous event",
-                    gap + (gap / 2.0).max(2.0)
-                ),
+                format!("nothing within {wait:.1} s of the previous event"),
             ),
         }
     }
 
     fn check_not_early(&self, step: &Step, at: Instant) -> Result<(), Failure> {
-        let gap = step.t - self.anchor.1;
+        let recorded = step.t - self.anchor.1;
         let waited = at.saturating_duration_since(self.anchor.0).as_secs_f64();
-        if gap >= 1.0 && waited < gap * self.replay.early_fraction {
+        if too_early(recorded, waited, self.replay.early_fraction) {
             return fail(
-                format!("arrived too early: {waited:.2} s after the previous event, recorded {gap:.2} s"),
+                format!(
+                    "arrived too early: {waited:.2} s after the previous event, recorded {recorded:.2} s"
+                ),
                 step.text.clone(),
             );
         }
@@ -305,4 +304,40 @@ fn open(stream: TcpStream) -> Conn {
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
+}
+
+/// How long after its anchor an event recorded `recorded` s after it may arrive.
+pub fn latest(recorded: f64) -> f64 {
+    let recorded = recorded.max(0.0);
+    recorded + (recorded / 2.0).max(2.0)
+}
+
+/// Whether an event recorded `recorded` s after its anchor came too soon after `waited` s:
+/// only waits of a second or more are checked, against `fraction` of the recorded wait.
+pub fn too_early(recorded: f64, waited: f64, fraction: f64) -> bool {
+    recorded >= 1.0 && waited < recorded * fraction
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_may_come_two_seconds_or_half_its_recorded_wait_late() {
+        assert_eq!(latest(0.001), 2.001);
+        assert_eq!(latest(-0.5), 2.0);
+        assert_eq!(latest(2.1), 4.1);
+        assert_eq!(latest(29.5), 44.25);
+    }
+
+    #[test]
+    fn only_a_recorded_wait_of_a_second_or_more_must_be_kept() {
+        // A redelivery recorded 2.1 s after the first delivery may not come at once.
+        assert!(too_early(2.1, 0.01, 0.5));
+        assert!(!too_early(2.1, 1.1, 0.5));
+        // A message the real server held for its 250-ms output buffer may come at once.
+        assert!(!too_early(0.25, 0.0, 0.5));
+        // Fraction 0 turns the check off.
+        assert!(!too_early(60.0, 0.0, 0.0));
+    }
 }

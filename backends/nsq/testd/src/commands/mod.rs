@@ -18,10 +18,10 @@ use serde::{Deserialize, Serialize};
 use tokio::io::BufReader;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, Notify};
-use tokio::task::JoinHandle;
 
+use crate::heartbeat::Heartbeats;
 use crate::store::{frame, Store};
-use crate::tcp::{heartbeats, read_body, Line, RESPONSE};
+use crate::tcp::{read_body, Line, RESPONSE};
 use crate::{valid_name, Shared};
 
 /// A command failure: the error frame to send and whether the connection then closes.
@@ -103,7 +103,7 @@ pub(crate) struct Session {
     subscribed: bool,
     closing: bool,
     heartbeat: Option<Duration>,
-    heartbeat_task: Option<JoinHandle<()>>,
+    heartbeats: Option<Heartbeats>,
     msg_timeout: Duration,
     user_agent: String,
     closer: Arc<Notify>,
@@ -132,7 +132,7 @@ impl Session {
     pub(crate) fn new(shared: Arc<Shared>, id: u64, tx: mpsc::UnboundedSender<Bytes>) -> Session {
         let heartbeat = shared.options.heartbeat_interval;
         let msg_timeout = shared.options.msg_timeout;
-        let task = heartbeats(tx.clone(), heartbeat);
+        let heartbeats = Heartbeats::start(tx.clone(), heartbeat);
         Session {
             shared,
             id,
@@ -141,7 +141,7 @@ impl Session {
             subscribed: false,
             closing: false,
             heartbeat: Some(heartbeat),
-            heartbeat_task: Some(task),
+            heartbeats: Some(heartbeats),
             msg_timeout,
             user_agent: String::new(),
             closer: Arc::new(Notify::new()),
@@ -163,15 +163,20 @@ impl Session {
         let _ = self.tx.send(frame(RESPONSE, data));
     }
 
-    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+    fn store(&self) -> crate::StoreGuard<'_> {
         self.shared.store()
+    }
+
+    /// The connection closes for silence at `at`: the heartbeats due by then go out first.
+    pub(crate) fn silent_until(&self, at: tokio::time::Instant) {
+        if let Some(heartbeats) = &self.heartbeats {
+            heartbeats.catch_up(at);
+        }
     }
 
     /// Forgets the connection in the store.
     pub(crate) fn end(&mut self) {
-        if let Some(task) = self.heartbeat_task.take() {
-            task.abort();
-        }
+        self.heartbeats = None;
         self.store().remove_client(self.id);
         self.shared.pump();
     }
@@ -263,10 +268,10 @@ impl Session {
             connection.identify(data.client_id, data.hostname, data.user_agent.clone());
         }
         self.user_agent = data.user_agent;
-        if let Some(task) = self.heartbeat_task.take() {
-            task.abort();
-        }
-        self.heartbeat_task = self.heartbeat.map(|hb| heartbeats(self.tx.clone(), hb));
+        self.heartbeats = None;
+        self.heartbeats = self
+            .heartbeat
+            .map(|interval| Heartbeats::start(self.tx.clone(), interval));
         if !data.feature_negotiation {
             self.reply(b"OK");
             return Ok(());
