@@ -26,11 +26,9 @@ impl Handler for Nsqd {
             }
         }
         let post = req.method == "POST" || req.method == "PUT";
-        // A Youzan nsqd has no HTTP topic create or delete, with or without the coordinator
-        // (Y1 29, Y8 20): INTERNAL_CREATE_TOPIC or the lookupd create topics.
-        if self.0.options.extensions.partitions()
-            && matches!(req.path.as_str(), "/topic/create" | "/topic/delete")
-        {
+        // A Youzan nsqd has no HTTP topic create, with or without the coordinator (Y1 29,
+        // Y8 20): INTERNAL_CREATE_TOPIC or the lookupd create topics.
+        if self.0.options.extensions.partitions() && req.path == "/topic/create" {
             return Response::error(404, "NOT_FOUND");
         }
         match (req.path.as_str(), post) {

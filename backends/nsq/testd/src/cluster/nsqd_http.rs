@@ -1,5 +1,6 @@
 //! What a coordinator-mode nsqd's HTTP API answers before (or instead of) the standalone one:
-//! no `/topic/create` or `/topic/delete` (`404 NOT_FOUND`: the lookupd owns topics), and a
+//! no `/topic/create` (`404 NOT_FOUND`, Y1 29) and, as the lookupd owns topics, no
+//! `/topic/delete` either (not recorded: an assumption, the client never asks it), and a
 //! partition's publishes and channel calls served only by its elected leader. `/pub` and
 //! `/mpub` wrap their refusals (`500 {"status_code":500,"status_txt":"E_TOPIC_NOT_EXIST"..}`,
 //! or `404`/`400` bare with the NSQ Accept header); the V1 endpoints `/channel/delete` and
