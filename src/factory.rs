@@ -147,6 +147,11 @@ async fn open_nsq(config: &Config) -> Result<Arc<dyn Client>> {
             NsqExtensions::Partitions => msgstream_nsq::Extensions::Partitions,
         },
         partition: section.partition,
+        cluster: section.cluster,
+        partitions: section.partitions,
+        replicas: section.replicas,
+        create_topics: section.create_topics,
+        leader_wait_ms: section.leader_wait_ms,
         spool_dir: section.spool_dir.clone(),
         spool_sync: match section.spool_sync {
             NsqSpoolSync::Buffered => msgstream_nsq::SpoolSync::Buffered,

@@ -91,6 +91,19 @@ pub struct NsqSection {
     pub extensions: NsqExtensions,
     /// The partition channels live in (with `extensions = "partitions"`).
     pub partition: u32,
+    /// The nsqds form a Youzan cluster (with its coordinator; needs `extensions =
+    /// "partitions"` and `lookupd`): topics are created and deleted through lookupd, each
+    /// partition is used on its leader, and a partition without a leader is waited for.
+    pub cluster: bool,
+    /// Partitions of the topics the client creates in a cluster.
+    pub partitions: u32,
+    /// Copies of each partition of the topics the client creates in a cluster.
+    pub replicas: u32,
+    /// Whether the client creates missing topics (a missing one is an unknown channel
+    /// otherwise).
+    pub create_topics: bool,
+    /// How long to wait for a partition's leader in a cluster, in milliseconds.
+    pub leader_wait_ms: u64,
     /// Where consumers that read one message in flight at a time (the timetick stream's, on
     /// upstream nsqd or without `nsqd_http`) keep FINed messages until they are acked; a
     /// restart replays them from here.
@@ -110,6 +123,11 @@ impl Default for NsqSection {
             requeue_delay_ms: 1000,
             extensions: NsqExtensions::None,
             partition: 0,
+            cluster: false,
+            partitions: 1,
+            replicas: 1,
+            create_topics: true,
+            leader_wait_ms: 30_000,
             spool_dir: PathBuf::from("./data/nsq-spool"),
             spool_sync: NsqSpoolSync::Buffered,
         }

@@ -28,6 +28,13 @@ mod nsq_partitions {
     msgstream::contract_tests!(crate::harness::nsq_partitions);
 }
 
+/// Every check against a Youzan cluster (`cluster = true`): topics created through the
+/// lookupd, channels in partition 1, which the second nsqd leads.
+#[cfg(feature = "nsq")]
+mod nsq_cluster {
+    msgstream::contract_tests!(crate::harness::nsq_cluster);
+}
+
 /// Every check but three that need a *new* subscription to see messages published before it
 /// existed: upstream nsqd gives a new channel only what is published after it exists (the
 /// first channel of a topic excepted), so `earliest_and_latest`,

@@ -2,8 +2,8 @@
 //! config, exactly as applications get it. Servers are started by the test process itself (the
 //! RocketMQ name server and broker once per process, an NSQ test server per harness), or taken
 //! from the environment (`MSGSTREAM_ROCKETMQ_NAMESRV`; for NSQ `MSGSTREAM_NSQ_NSQD`,
-//! `MSGSTREAM_NSQ_NSQD_HTTP`, `MSGSTREAM_NSQ_LOOKUPD` and `MSGSTREAM_NSQ_EXTENSIONS`, see
-//! [`nsq_server`]).
+//! `MSGSTREAM_NSQ_NSQD_HTTP`, `MSGSTREAM_NSQ_LOOKUPD`, `MSGSTREAM_NSQ_EXTENSIONS` and
+//! `MSGSTREAM_NSQ_CLUSTER`, see [`nsq_server`] and [`nsq_cluster_server`]).
 
 use msgstream::testkit::Harness;
 use msgstream_facade::{BackendKind, Config, Factory};
@@ -63,6 +63,8 @@ pub struct ExternalNsq {
     lookupd: Vec<std::net::SocketAddr>,
     /// `MSGSTREAM_NSQ_EXTENSIONS` is `partitions`.
     partitions: bool,
+    /// `MSGSTREAM_NSQ_CLUSTER` is `true`: a Youzan cluster, used by the cluster mode only.
+    cluster: bool,
 }
 
 /// Reads `MSGSTREAM_NSQ_*`: `None` when none is set. The harnesses need nsqd's HTTP API (lag,
@@ -83,6 +85,7 @@ fn read_external_nsq() -> Result<Option<ExternalNsq>, String> {
     }
     Ok(Some(ExternalNsq {
         partitions: server.extensions == msgstream_nsq_testd::Extensions::Partitions,
+        cluster: server.cluster,
         nsqd: server.nsqd,
         nsqd_http: server.nsqd_http,
         lookupd: server.lookupd,
@@ -108,6 +111,8 @@ pub enum NsqServer {
     External(&'static ExternalNsq),
     /// A test server of this harness's own.
     Test(msgstream_nsq_testd::TestServer),
+    /// A test cluster of this harness's own (a lookupd over two coordinator-mode nsqds).
+    Cluster(msgstream_nsq_testd::TestCluster),
 }
 
 #[cfg(feature = "nsq")]
@@ -117,6 +122,7 @@ impl NsqServer {
         match self {
             NsqServer::External(e) => e.nsqd[0],
             NsqServer::Test(server) => server.tcp_addr(),
+            NsqServer::Cluster(cluster) => cluster.nsqds()[0].tcp_addr(),
         }
     }
 
@@ -125,6 +131,7 @@ impl NsqServer {
         match self {
             NsqServer::External(e) => e.nsqd_http[0],
             NsqServer::Test(server) => server.http_addr(),
+            NsqServer::Cluster(cluster) => cluster.nsqds()[0].http_addr(),
         }
     }
 
@@ -141,6 +148,19 @@ impl NsqServer {
                 vec![server.http_addr().to_string()],
                 Vec::new(),
             ),
+            NsqServer::Cluster(cluster) => (
+                cluster
+                    .nsqds()
+                    .iter()
+                    .map(|n| n.tcp_addr().to_string())
+                    .collect(),
+                cluster
+                    .nsqds()
+                    .iter()
+                    .map(|n| n.http_addr().to_string())
+                    .collect(),
+                vec![cluster.lookupd_http_addr().to_string()],
+            ),
         }
     }
 }
@@ -155,7 +175,7 @@ pub async fn nsq_server(partitions: bool) -> NsqServer {
     use msgstream_nsq_testd::{Extensions, Options, TestServer};
     use std::io::Write;
     static ANNOUNCED: [std::sync::Once; 2] = [std::sync::Once::new(), std::sync::Once::new()];
-    let external = external_nsq().filter(|e| e.partitions == partitions);
+    let external = external_nsq().filter(|e| e.partitions == partitions && !e.cluster);
     ANNOUNCED[usize::from(partitions)].call_once(|| {
         let mode = if partitions { "partitions" } else { "none" };
         let server = match external {
@@ -203,6 +223,51 @@ async fn nsq(partitions: bool) -> Harness {
     } else {
         NsqExtensions::None
     };
+    let spool = tempfile::tempdir().expect("tempdir");
+    config.nsq.spool_dir = spool.path().to_path_buf();
+    from_config(config, (server, spool)).await
+}
+
+/// The Youzan cluster of `MSGSTREAM_NSQ_CLUSTER=true` (with `MSGSTREAM_NSQ_EXTENSIONS=
+/// partitions`, `MSGSTREAM_NSQ_LOOKUPD` and at least two nsqds), else an in-process test
+/// cluster per harness. Channels live in partition 1 of topics of two partitions the client
+/// creates through the lookupd, so partition 1's leader is not the first nsqd configured.
+#[cfg(feature = "nsq")]
+pub async fn nsq_cluster_server() -> NsqServer {
+    use std::io::Write;
+    static ANNOUNCED: std::sync::Once = std::sync::Once::new();
+    let external = external_nsq().filter(|e| e.cluster);
+    ANNOUNCED.call_once(|| {
+        let server = match external {
+            Some(e) => format!("the running cluster of lookupd {:?}", e.lookupd),
+            None => "an in-process test cluster per harness".to_string(),
+        };
+        let _ = writeln!(std::io::stderr(), "conformance: nsq cluster uses {server}");
+    });
+    match external {
+        Some(e) => NsqServer::External(e),
+        None => NsqServer::Cluster(
+            msgstream_nsq_testd::TestCluster::start(msgstream_nsq_testd::ClusterOptions::default())
+                .await
+                .expect("nsq test cluster"),
+        ),
+    }
+}
+
+#[cfg(feature = "nsq")]
+pub async fn nsq_cluster() -> Harness {
+    use msgstream_facade::config::NsqExtensions;
+    let server = nsq_cluster_server().await;
+    let mut config = Config {
+        backend: BackendKind::Nsq,
+        ..Config::default()
+    };
+    (config.nsq.nsqd, config.nsq.nsqd_http, config.nsq.lookupd) = server.config_addresses();
+    config.nsq.max_in_flight = 64;
+    config.nsq.extensions = NsqExtensions::Partitions;
+    config.nsq.cluster = true;
+    config.nsq.partitions = 2;
+    config.nsq.partition = 1;
     let spool = tempfile::tempdir().expect("tempdir");
     config.nsq.spool_dir = spool.path().to_path_buf();
     from_config(config, (server, spool)).await

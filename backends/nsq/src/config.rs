@@ -46,6 +46,28 @@ pub struct NsqConfig {
     pub extensions: Extensions,
     /// The partition every channel lives in (`extensions = "partitions"`).
     pub partition: u32,
+    /// The nsqds run with the Youzan coordinator (a cluster, `extensions = "partitions"` and
+    /// `lookupd` needed): topics are created and deleted through nsqlookupd
+    /// (`/topic/create`, `/topic/delete`), each partition is published to and read from the
+    /// leader lookupd names for it, and a partition without a leader yet is waited for, up to
+    /// `leader_wait_ms`. Without it, a Youzan nsqd is standalone: topics are created with
+    /// `INTERNAL_CREATE_TOPIC` on the configured nsqds.
+    pub cluster: bool,
+    /// Partitions of a topic the client creates in a cluster (`partition_num`); must exceed
+    /// `partition`.
+    pub partitions: u32,
+    /// Copies of each partition of a topic the client creates in a cluster (`replicator`);
+    /// at most the number of nsqds.
+    pub replicas: u32,
+    /// Whether the client creates the topics of the channels it uses. With `false` (clusters
+    /// whose operators create topics), using a channel whose topic does not exist is
+    /// `UnknownChannel` naming it.
+    pub create_topics: bool,
+    /// How long a publish, a subscription start or a topic creation waits for a partition's
+    /// leader in a cluster (a new topic's partitions get leaders 8-16 s after the create on
+    /// a real one; a failover takes a similar time), retrying `E_FAILED_ON_NOT_LEADER` with
+    /// backoff. Then it fails with a timeout.
+    pub leader_wait_ms: u64,
     /// Where consumers that read one message in flight at a time keep the messages they FINed
     /// but the application has not acked yet (the timetick stream's channels, where the server
     /// has no ordered channel with a commit point: upstream nsqd, or partitions without
@@ -67,6 +89,11 @@ impl Default for NsqConfig {
             requeue_delay_ms: 1000,
             extensions: Extensions::None,
             partition: 0,
+            cluster: false,
+            partitions: 1,
+            replicas: 1,
+            create_topics: true,
+            leader_wait_ms: 30_000,
             spool_dir: PathBuf::from("./data/nsq-spool"),
             spool_sync: SpoolSync::Buffered,
         }

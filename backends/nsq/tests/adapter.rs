@@ -24,12 +24,18 @@ async fn harness(extensions: Extensions) -> Harness {
         Extensions::Partitions => msgstream_nsq_testd::Extensions::Partitions,
     })
     .await;
-    let config = NsqConfig {
-        nsqd: vec![server.tcp_addr().to_string()],
-        nsqd_http: vec![server.http_addr().to_string()],
-        extensions,
-        max_in_flight: 64,
-        ..NsqConfig::default()
+    let config = match extensions {
+        Extensions::Partitions => NsqConfig {
+            max_in_flight: 64,
+            ..common::partitions_config(&server)
+        },
+        Extensions::None => NsqConfig {
+            nsqd: vec![server.tcp_addr().to_string()],
+            nsqd_http: vec![server.http_addr().to_string()],
+            extensions,
+            max_in_flight: 64,
+            ..NsqConfig::default()
+        },
     };
     let client = NsqClient::connect(config).await.expect("client");
     Harness::new(Arc::new(client), server)
@@ -414,10 +420,7 @@ async fn fixture_readers_find_their_partition_through_lookupd() {
     let b = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
     let lookupd = TestLookupd::start(&[&a, &b]).await.expect("lookupd");
     let http_post = async |addr, target: &str| common::http(addr, "POST", target, b"decoy").await.0;
-    assert_eq!(
-        http_post(a.http_addr(), "/topic/create?topic=routed&partition_num=1").await,
-        200
-    );
+    common::create_youzan_topic(&a, "routed", 1).await;
     assert_eq!(
         http_post(a.http_addr(), "/pub?topic=routed&partition=0").await,
         200

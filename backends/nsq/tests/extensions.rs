@@ -14,8 +14,7 @@ use msgstream_nsq_testd::{Extensions, TestLookupd};
 async fn youzan(partitions: u32) -> (Server, String) {
     let s = server(Extensions::Partitions).await;
     let yz = topic("yz");
-    let target = format!("/topic/create?topic={yz}&partition_num={partitions}");
-    assert_eq!(http(s.http_addr(), "POST", &target, b"").await.0, 200);
+    create_youzan_topic(&s, &yz, partitions).await;
     (s, yz)
 }
 

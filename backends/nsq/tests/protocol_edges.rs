@@ -400,8 +400,7 @@ async fn fixture_a_consumer_of_one_partition_gets_only_that_partitions_messages(
         ..Options::default()
     })
     .await;
-    let create = "/topic/create?topic=parts&partition_num=2";
-    assert_eq!(http(s.http_addr(), "POST", create, b"").await.0, 200);
+    create_youzan_topic(&s, "parts", 2).await;
     let mut config = consumer_config(&[&s], "parts", "one");
     config.partition = Some(1);
     config.max_in_flight = 10;

@@ -27,6 +27,9 @@ pub(crate) struct Admin {
     /// nsqlookupd HTTP addresses. With them (and partitions) a partition's own calls go to the
     /// nsqd lookupd names for it, which need not be among the configured ones.
     pub lookupd: Vec<String>,
+    /// Coordinator mode (a Youzan cluster): a partition's calls go to its leader only (a
+    /// follower refuses them with `E_FAILED_ON_NOT_LEADER`).
+    pub coordinator: bool,
 }
 
 /// The nsqd that holds the configured partition of a topic, as lookupd names it.
@@ -55,6 +58,11 @@ fn json_reply(addr: &str, what: &str, body: &[u8]) -> Result<Value> {
         Some(data) if value.get("status_code").is_some() => data.clone(),
         _ => value,
     })
+}
+
+/// Whether a 404 body is nsqd's `CHANNEL_NOT_FOUND`.
+fn is_channel_not_found(body: &[u8]) -> bool {
+    String::from_utf8_lossy(body).contains("CHANNEL_NOT_FOUND")
 }
 
 /// One channel as `/stats` reports it, summed over the nsqds.
@@ -279,7 +287,12 @@ impl Admin {
         );
         let body = offset.to_string();
         for addr in &self.partition_http(topic).await? {
-            let (status, reply) = self.call(addr, "POST", &target, body.as_bytes()).await?;
+            let (mut status, mut reply) = self.call(addr, "POST", &target, body.as_bytes()).await?;
+            if status == 404 && self.coordinator && is_channel_not_found(&reply) {
+                // A cluster's setoffset moves existing channels only: create it, then set it.
+                self.create_channel(topic, channel).await?;
+                (status, reply) = self.call(addr, "POST", &target, body.as_bytes()).await?;
+            }
             match status {
                 200 => return Ok(()),
                 404 => continue,
@@ -297,6 +310,31 @@ impl Admin {
         Err(Error::UnknownChannel {
             channel: topic.to_string(),
         })
+    }
+
+    /// Creates `channel` of the configured partition of `topic` on the partition's leader
+    /// as a coordinator-mode nsqd does it: by a subscription (`SUB_ADVANCED` without offset,
+    /// which starts the channel at the partition's end), closed before any RDY, so nothing is
+    /// delivered. The channel stays (it is no ephemeral one).
+    async fn create_channel(&self, topic: &str, channel: &str) -> Result<()> {
+        let node = self.locate(topic).await?;
+        let command = crate::codec::Command::SubAdvanced {
+            topic,
+            channel,
+            partition: self.partition.unwrap_or(0),
+            offset: None,
+        };
+        let conn = crate::conn::Conn::connect(
+            &node.tcp,
+            &crate::conn::ConnConfig::default(),
+            Some(command),
+            true,
+            |_, _| {},
+        )
+        .await
+        .map_err(map_err)?;
+        conn.close().await;
+        Ok(())
     }
 
     /// Waits until no nsqd lists a client of the channel: nsqd reads a connection's commands
@@ -435,6 +473,20 @@ impl Admin {
                 "{addr}: partition {partition} of {topic} kept growing while its newest message was read"
             ),
         ))
+    }
+
+    /// The end offset of the configured partition of `topic` (`/stats` `backend_depth`): where
+    /// the next message will be written. `UnknownChannel` when no nsqd holds the partition.
+    pub(crate) async fn partition_end(&self, topic: &str) -> Result<u64> {
+        let partition = self.partition.unwrap_or(0);
+        for addr in &self.partition_http(topic).await? {
+            if let Some(stats) = self.partition_stats(addr, topic, partition).await? {
+                return Ok(stats.end);
+            }
+        }
+        Err(Error::UnknownChannel {
+            channel: topic.to_string(),
+        })
     }
 
     /// Where a seek or reader start at `id` begins reading in `partition` of `topic`: the
@@ -580,6 +632,7 @@ impl Admin {
     async fn post_all(
         &self,
         what: &'static str,
+        topic: &str,
         path: &str,
         query: &str,
         body: &[u8],
@@ -589,7 +642,21 @@ impl Admin {
             .partition
             .map(|p| format!("&partition={p}"))
             .unwrap_or_default();
-        for addr in &self.http {
+        let leader;
+        let addrs = if self.coordinator {
+            match self.locate(topic).await {
+                Ok(node) => {
+                    leader = [node.http];
+                    &leader[..]
+                }
+                // Nothing listed: no partition, nothing to change.
+                Err(e) if e.is_transient() => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        } else {
+            &self.http[..]
+        };
+        for addr in addrs {
             let target = format!("{path}?{query}{partition}");
             let (status, reply) = self.call(addr, "POST", &target, body).await?;
             if status != 200 && status != 404 {
@@ -608,6 +675,7 @@ impl Admin {
     pub(crate) async fn delete_topic(&self, topic: &str) -> Result<()> {
         self.post_all(
             "deleting topics without nsqd_http",
+            topic,
             "/topic/delete",
             &format!("topic={}", http::query_value(topic)),
             b"",
@@ -623,6 +691,7 @@ impl Admin {
         );
         self.post_all(
             "deleting subscriptions without nsqd_http",
+            topic,
             "/channel/delete",
             &query,
             b"",
@@ -640,6 +709,7 @@ impl Admin {
         );
         self.post_all(
             "starting at Latest without nsqd_http",
+            topic,
             "/channel/create",
             &query,
             b"",
@@ -647,6 +717,7 @@ impl Admin {
         .await?;
         self.post_all(
             "starting at Latest without nsqd_http",
+            topic,
             "/channel/empty",
             &query,
             b"",
@@ -700,6 +771,7 @@ mod tests {
             http: vec![addr],
             partition: Some(1),
             lookupd: Vec::new(),
+            coordinator: false,
         }
     }
 

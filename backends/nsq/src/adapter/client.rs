@@ -12,6 +12,7 @@ use msgstream::mq::{
 use msgstream::{Error, Result};
 
 use super::admin::Admin;
+use super::cluster::Cluster;
 use super::consumer::NsqConsumer;
 use super::ordered::OrderedConsumer;
 use super::producer::NsqProducer;
@@ -30,6 +31,9 @@ pub(crate) struct Shared {
     pub config: NsqConfig,
     pub producer: NsqPublisher,
     pub admin: Admin,
+    /// The Youzan cluster's side (`cluster = true`): topics through lookupd, publishes to
+    /// the partition's leader.
+    pub cluster: Option<Cluster>,
     /// Live consumers by (topic, subscription): subscriptions are exclusive per client.
     live: Mutex<HashSet<(String, String)>>,
     /// Topics known to exist in the configured partition (extensions on).
@@ -67,7 +71,7 @@ impl Shared {
         caps.latest_id = partitions && admin;
         caps.durable_subscriptions = true;
         caps.delete_subscriptions = admin;
-        caps.delete_topics = admin;
+        caps.delete_topics = admin || self.cluster.is_some();
         caps.ordering = if partitions {
             Order::Strict
         } else {
@@ -90,7 +94,8 @@ impl Shared {
     }
 
     /// Creates the topic in the configured partition once per client (the fork does not
-    /// create topics on first use).
+    /// create topics on first use): through lookupd in a cluster (see [`Cluster`]), with
+    /// `INTERNAL_CREATE_TOPIC` on a standalone nsqd.
     async fn ensure_topic(&self, topic: &str) -> Result<()> {
         let Some(partition) = self.partition() else {
             return Ok(());
@@ -98,10 +103,14 @@ impl Shared {
         if lock(&self.created).contains(topic) {
             return Ok(());
         }
-        self.producer
-            .create_topic(topic, partition)
-            .await
-            .map_err(map_err)?;
+        match &self.cluster {
+            Some(cluster) => cluster.ensure_topic(topic).await?,
+            None => self
+                .producer
+                .create_topic(topic, partition)
+                .await
+                .map_err(map_err)?,
+        }
         lock(&self.created).insert(topic.to_string());
         Ok(())
     }
@@ -165,6 +174,14 @@ impl NsqClient {
                 "[nsq] nsqd_http: one HTTP address per nsqd address, in the same order".into(),
             ));
         }
+        if config.cluster
+            && (config.extensions != Extensions::Partitions || config.lookupd.is_empty())
+        {
+            return Err(Error::InvalidArgument(
+                "[nsq] cluster = true needs extensions = \"partitions\" and the cluster's lookupd"
+                    .into(),
+            ));
+        }
         let conn = ConnConfig::default();
         let mut reached = None;
         let mut last = None;
@@ -191,12 +208,17 @@ impl NsqClient {
             http: config.nsqd_http.clone(),
             partition: (config.extensions == Extensions::Partitions).then_some(config.partition),
             lookupd: config.lookupd.clone(),
+            coordinator: config.cluster,
         };
+        let cluster = config
+            .cluster
+            .then(|| Cluster::new(&config, ConnConfig::default()));
         Ok(NsqClient {
             shared: Arc::new(Shared {
                 config,
                 producer,
                 admin,
+                cluster,
                 live: Mutex::default(),
                 created: Mutex::default(),
                 closed: AtomicBool::new(false),
@@ -252,6 +274,12 @@ impl NsqClient {
         }
         match (self.shared.partition(), options.initial_position) {
             (Some(_), InitialPosition::Earliest) => Ok(Some(ConsumeOffset::VirtualQueue(0))),
+            // In a cluster the consumer dials once lookupd named the leader, after `subscribe`
+            // returned: `special:-1` then would skip what was published meanwhile. The end
+            // now is the Latest the caller asked for.
+            (Some(_), InitialPosition::Latest) if self.shared.cluster.is_some() => Ok(Some(
+                ConsumeOffset::VirtualQueue(admin.partition_end(&options.topic).await?),
+            )),
             (Some(_), InitialPosition::Latest) => Ok(Some(ConsumeOffset::Latest)),
             (None, InitialPosition::Earliest) => Ok(None),
             (None, InitialPosition::Latest) => {
@@ -422,7 +450,10 @@ impl Client for NsqClient {
                 subscription,
             });
         }
-        self.shared.admin.delete_topic(topic).await?;
+        match &self.shared.cluster {
+            Some(cluster) => cluster.delete_topic(topic).await?,
+            None => self.shared.admin.delete_topic(topic).await?,
+        }
         lock(&self.shared.created).remove(topic);
         Spool::remove_topic(&self.shared.config.spool_dir, topic)?;
         Ok(())
@@ -431,5 +462,8 @@ impl Client for NsqClient {
     async fn close(&self) {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.producer.close().await;
+        if let Some(cluster) = &self.shared.cluster {
+            cluster.close().await;
+        }
     }
 }

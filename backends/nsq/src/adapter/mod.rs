@@ -35,6 +35,7 @@
 
 mod admin;
 mod client;
+mod cluster;
 mod consumer;
 mod ordered;
 mod producer;

@@ -60,10 +60,13 @@ impl Producer for NsqProducer {
             match self.shared.partition() {
                 Some(partition) => {
                     let body = encode(0, &message.payload, &message.properties);
-                    let receipt = client
-                        .publish_trace(&self.topic, partition, 0, &body)
-                        .await
-                        .map_err(map_err)?;
+                    let receipt = match &self.shared.cluster {
+                        Some(cluster) => cluster.publish(&self.topic, &body).await?,
+                        None => client
+                            .publish_trace(&self.topic, partition, 0, &body)
+                            .await
+                            .map_err(map_err)?,
+                    };
                     Ok(Position {
                         partition,
                         offset: receipt.offset,

@@ -36,9 +36,18 @@ impl Dial {
             SubscribeMode::Plain => None,
             _ => Some(0),
         });
+        // A Youzan cluster sets the offset of existing channels only (`404 CHANNEL_NOT_FOUND`
+        // otherwise, Y6): then the SUB creates the channel, and the offset is set before the
+        // first RDY (sent once the engine has the connection), which moves the subscribed
+        // channel too (Y6 366-371), so nothing is delivered from the wrong place.
+        let mut after_sub = None;
         if let Some(offset) = self.offset {
-            self.set_offset(origin, partition.unwrap_or(0), offset)
-                .await?;
+            if !self
+                .set_offset(origin, partition.unwrap_or(0), offset)
+                .await?
+            {
+                after_sub = Some(offset);
+            }
         }
         let command = match config.mode {
             SubscribeMode::Plain => codec::Command::Sub {
@@ -75,18 +84,38 @@ impl Dial {
             },
         )
         .await?;
+        if let Some(offset) = after_sub {
+            match self
+                .set_offset(origin, partition.unwrap_or(0), offset)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    conn.close().await;
+                    return Err(Error::Protocol {
+                        addr: origin.addr.to_string(),
+                        what: "setoffset: the channel is not there after SUB".into(),
+                    });
+                }
+                Err(e) => {
+                    conn.close().await;
+                    return Err(e);
+                }
+            }
+        }
         source.set_msg_timeout(conn.negotiated.msg_timeout);
         Ok((conn, source))
     }
 
     /// Sets the channel's start over HTTP (`/channel/setoffset`): `SUB_ADVANCED` with an
-    /// offset would ignore the partition (notes §2.6.1).
+    /// offset would ignore the partition (notes §2.6.1). `false` when the nsqd has no such
+    /// channel (`404 CHANNEL_NOT_FOUND`, a coordinator-mode nsqd).
     async fn set_offset(
         &self,
         origin: &Origin,
         partition: u32,
         offset: ConsumeOffset,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let http = self.http.as_ref().ok_or_else(|| Error::Unsupported {
             addr: origin.addr.to_string(),
             what: "a consume offset needs the nsqd's HTTP address (lookupd or nsqd_http)".into(),
@@ -100,6 +129,9 @@ impl Dial {
         let timeout = self.config.conn.read_timeout;
         let (status, reply) =
             http::request(http, "POST", &target, body.as_bytes(), timeout).await?;
+        if status == 404 && String::from_utf8_lossy(&reply).contains("CHANNEL_NOT_FOUND") {
+            return Ok(false);
+        }
         if status != 200 {
             return Err(Error::Protocol {
                 addr: http.clone(),
@@ -109,6 +141,6 @@ impl Dial {
                 ),
             });
         }
-        Ok(())
+        Ok(true)
     }
 }

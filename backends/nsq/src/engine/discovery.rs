@@ -48,12 +48,25 @@ impl Engine {
         });
     }
 
+    /// After a connection dropped: asks lookupd again at once (the nsqd may have moved), or
+    /// redials a configured nsqd after `reconnect_interval`.
     pub(super) fn schedule_reconnect(&mut self, origin: Origin) {
+        self.schedule_redial(origin, false);
+    }
+
+    /// After a dial failed: as [`Engine::schedule_reconnect`], but asks lookupd again only after
+    /// `reconnect_interval`, so a partition whose leader is not elected yet (a Youzan cluster
+    /// answers `E_FAILED_ON_NOT_LEADER` for seconds) is not dialed in a tight loop.
+    pub(super) fn schedule_redial(&mut self, origin: Origin, failed: bool) {
         if self.stopping {
             return;
         }
         if !self.config.lookupd.is_empty() {
-            let _ = self.tx.send(Ev::Poll);
+            if failed {
+                spawn_after(&self.tx, self.config.reconnect_interval, Ev::Poll);
+            } else {
+                let _ = self.tx.send(Ev::Poll);
+            }
         }
         let is_static = self.config.nsqd.iter().any(|a| **a == *origin.addr);
         if is_static {

@@ -300,8 +300,9 @@ impl Engine {
             self.offsets_applied.insert(origin.partition);
         }
         if !self.ever_connected.insert(origin.clone()) {
-            self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+            // The metric first: whoever sees the count has the metric recorded too.
             msgstream::metrics::record_reconnect("nsq", &origin.addr);
+            self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
         }
         self.links.insert(
             origin,
@@ -338,7 +339,7 @@ impl Engine {
                     Ok((conn, source)) => self.connected(origin, generation, conn, source).await,
                     Err(e) => {
                         tracing::warn!(addr = %origin.addr, "connect failed: {e}");
-                        self.schedule_reconnect(origin);
+                        self.schedule_redial(origin, true);
                     }
                 }
             }

@@ -20,9 +20,32 @@ impl Handler for Nsqd {
     }
 
     fn handle(&self, req: Request) -> Response {
+        if let Some(cluster) = &self.0.cluster {
+            if let Some(answer) = crate::cluster::gate(&self.0, cluster, &req) {
+                return answer;
+            }
+        }
         let post = req.method == "POST" || req.method == "PUT";
+        // A Youzan nsqd has no HTTP topic create, with or without the coordinator (Y1 29,
+        // Y8 20): INTERNAL_CREATE_TOPIC or the lookupd create topics.
+        if self.0.options.extensions.partitions() && req.path == "/topic/create" {
+            return Response::error(404, "NOT_FOUND");
+        }
         match (req.path.as_str(), post) {
             ("/ping", _) => Response::text("OK"),
+            // The fork's /info is wrapped and says whether the coordinator runs (Y8 4).
+            ("/info", _) if self.0.options.extensions.partitions() => crate::http::wrapped_ok(
+                &req,
+                json!({
+                    "version": self.0.options.extensions.version(),
+                    "broadcast_address": "127.0.0.1",
+                    "hostname": "testd",
+                    "http_port": self.0.http_addr.port(),
+                    "tcp_port": self.0.tcp_addr.port(),
+                    "start_time": self.0.start_time,
+                    "ha_support": self.0.cluster.is_some(),
+                }),
+            ),
             ("/info", _) => Response::json(&json!({
                 "version": self.0.options.extensions.version(),
                 "broadcast_address": "127.0.0.1",
@@ -105,7 +128,11 @@ impl Nsqd {
         };
         let bodies: Vec<Bytes> = if !batch {
             if req.body.is_empty() {
-                return Response::error(400, "MSG_EMPTY");
+                return if self.0.options.extensions.partitions() {
+                    crate::http::wrapped_error(req, 406, "MSG_EMPTY")
+                } else {
+                    Response::error(400, "MSG_EMPTY")
+                };
             }
             vec![Bytes::copy_from_slice(&req.body)]
         } else if req.query.get("binary").is_some_and(|b| b == "true") {
@@ -144,6 +171,10 @@ impl Nsqd {
                 self.0.options.extensions.partitions(),
             ) {
                 Some(p) => p,
+                // The fork's words, wrapped (Y8 16-18).
+                None if self.0.options.extensions.partitions() => {
+                    return crate::http::wrapped_error(req, 404, "E_TOPIC_NOT_EXIST")
+                }
                 None => return Response::error(404, "TOPIC_NOT_FOUND"),
             }
         };
@@ -214,22 +245,30 @@ impl Nsqd {
             Err(r) => return r,
         };
         let token = String::from_utf8_lossy(&req.body).trim().to_string();
-        let Some(offset) = crate::commands::parse_offset_token(&token) else {
-            return Response::error(400, "INVALID_OFFSET");
+        let offset = match offset_refusal(&token) {
+            Some(refusal) => return refusal,
+            None => crate::commands::parse_offset_token(&token),
+        };
+        let Some(offset) = offset else {
+            return Response::error(400, &format!("invalid consume offset:{token}"));
         };
         let mut store = self.0.store();
         let Some(part) = store.partition(&topic, partition) else {
             return Response::error(404, "TOPIC_NOT_FOUND");
         };
-        let existed = part.channels.contains_key(&channel);
+        // `special:-1` leaves an existing channel where it is on a standalone nsqd (notes
+        // §2.6.3) and moves it to the end with the coordinator.
+        let keep = part.channels.contains_key(&channel)
+            && matches!(offset, crate::commands::Offset::Latest)
+            && !part.channels_start_at_end;
         let cursor = offset.index_in(part);
-        if !(existed && matches!(offset, crate::commands::Offset::Latest)) {
+        if !keep {
             let owners = part.channel(&channel).reset(cursor);
             store.release_in_flight(owners);
         } else {
             part.channel(&channel);
         }
-        Response::text("OK")
+        Response::text("")
     }
 
     /// The fork's `GET /message/get?topic=&partition=&search_mode=&search_pos=`
@@ -373,8 +412,33 @@ impl Nsqd {
     }
 }
 
+/// The fork's refusals of a setoffset body, in its words (Y6 319-323).
+fn offset_refusal(token: &str) -> Option<Response> {
+    let unknown = || Response::error(400, &format!("invalid consume offset:{token}"));
+    let Some((kind, value)) = token.split_once(':') else {
+        return Some(unknown());
+    };
+    if !matches!(kind, "virtual_queue" | "msgcount" | "timestamp" | "special") {
+        return Some(unknown());
+    }
+    let Ok(number) = value.parse::<i64>() else {
+        // The fork writes this message into its JSON unescaped: the quotes stay bare.
+        return Some(Response {
+            status: 400,
+            json: true,
+            body: format!(r#"{{"message":"strconv.ParseInt: parsing "{value}": invalid syntax"}}"#)
+                .into_bytes(),
+        });
+    };
+    (kind == "timestamp" && number < 0)
+        .then(|| Response::error(500, &format!("Invalid timestamp {number}")))
+}
+
 /// nsqd closes the connections of a deleted topic's or channel's clients.
-fn close_subscribers(store: &mut Store, matches: impl Fn(&crate::store::SubKey) -> bool) {
+pub(crate) fn close_subscribers(
+    store: &mut Store,
+    matches: impl Fn(&crate::store::SubKey) -> bool,
+) {
     let doomed: Vec<u64> = store
         .clients
         .iter()

@@ -17,6 +17,10 @@ pub struct ExternalServer {
     pub lookupd: Vec<SocketAddr>,
     /// `MSGSTREAM_NSQ_EXTENSIONS`: what the server speaks (`none` when unset).
     pub extensions: Extensions,
+    /// `MSGSTREAM_NSQ_CLUSTER=true`: the nsqds form a Youzan cluster with its coordinator
+    /// (needs `MSGSTREAM_NSQ_EXTENSIONS=partitions` and `MSGSTREAM_NSQ_LOOKUPD`): topics are
+    /// created through the lookupd, by the client's own code.
+    pub cluster: bool,
 }
 
 impl ExternalServer {
@@ -24,17 +28,19 @@ impl ExternalServer {
     /// others; otherwise the server, or a message naming the variable that is malformed
     /// (not UTF-8, an entry that is no `host:port`, an unknown extensions value, a
     /// `MSGSTREAM_NSQ_NSQD_HTTP` that does not pair with `MSGSTREAM_NSQ_NSQD`, one set without
-    /// `MSGSTREAM_NSQ_NSQD`).
+    /// `MSGSTREAM_NSQ_NSQD`, a cluster without partitions or lookupd).
     pub fn from_env() -> Result<Option<ExternalServer>, String> {
         let nsqd = variable("MSGSTREAM_NSQ_NSQD")?;
         let nsqd_http = variable("MSGSTREAM_NSQ_NSQD_HTTP")?;
         let lookupd = variable("MSGSTREAM_NSQ_LOOKUPD")?;
         let extensions = variable("MSGSTREAM_NSQ_EXTENSIONS")?;
+        let cluster = variable("MSGSTREAM_NSQ_CLUSTER")?;
         let Some(nsqd) = nsqd else {
             for (name, value) in [
                 ("MSGSTREAM_NSQ_NSQD_HTTP", &nsqd_http),
                 ("MSGSTREAM_NSQ_LOOKUPD", &lookupd),
                 ("MSGSTREAM_NSQ_EXTENSIONS", &extensions),
+                ("MSGSTREAM_NSQ_CLUSTER", &cluster),
             ] {
                 if value.is_some() {
                     return Err(format!(
@@ -62,7 +68,25 @@ impl ExternalServer {
                     ))
                 }
             },
+            cluster: match cluster.as_deref() {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "MSGSTREAM_NSQ_CLUSTER={other:?}: expected true or false"
+                    ))
+                }
+            },
         };
+        if server.cluster
+            && (server.extensions != Extensions::Partitions || server.lookupd.is_empty())
+        {
+            return Err(
+                "MSGSTREAM_NSQ_CLUSTER=true needs MSGSTREAM_NSQ_EXTENSIONS=partitions \
+                        and the cluster's lookupd in MSGSTREAM_NSQ_LOOKUPD"
+                    .to_string(),
+            );
+        }
         if nsqd_http.is_some() && server.nsqd_http.len() != server.nsqd.len() {
             return Err(format!(
                 "MSGSTREAM_NSQ_NSQD_HTTP names {} address(es) but MSGSTREAM_NSQ_NSQD {}: one \

@@ -54,6 +54,58 @@ impl Response {
     }
 }
 
+impl Request {
+    /// Whether the client asked for bare JSON (`Accept: application/vnd.nsq; version=1.0`).
+    pub(crate) fn wants_bare(&self) -> bool {
+        self.accept.contains("application/vnd.nsq")
+    }
+}
+
+/// The Youzan servers' envelope, in their field order.
+#[derive(serde::Serialize)]
+pub(crate) struct Wrapped<T: serde::Serialize> {
+    pub status_code: u16,
+    pub status_txt: String,
+    pub data: T,
+}
+
+/// A Youzan success: `data` wrapped, or bare when the client asked for bare JSON.
+pub(crate) fn wrapped_ok<T: serde::Serialize>(req: &Request, data: T) -> Response {
+    let body = if req.wants_bare() {
+        serde_json::to_vec(&data)
+    } else {
+        serde_json::to_vec(&Wrapped {
+            status_code: 200,
+            status_txt: "OK".into(),
+            data,
+        })
+    };
+    Response {
+        status: 200,
+        json: true,
+        body: body.unwrap_or_default(),
+    }
+}
+
+/// An error of a Youzan endpoint that wraps its replies: HTTP 500 with
+/// `{"status_code":500,"status_txt":message,"data":null}`, or, when the client asked for bare
+/// JSON, the real status with `{"message":message}`.
+pub(crate) fn wrapped_error(req: &Request, status: u16, message: &str) -> Response {
+    if req.wants_bare() {
+        return Response::error(status, message);
+    }
+    let body = serde_json::to_vec(&Wrapped {
+        status_code: 500,
+        status_txt: message.to_string(),
+        data: (),
+    });
+    Response {
+        status: 500,
+        json: true,
+        body: body.unwrap_or_default(),
+    }
+}
+
 /// Something that answers requests.
 pub(crate) trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request) -> Response;
@@ -170,6 +222,8 @@ async fn respond(stream: &mut TcpStream, response: Response) -> std::io::Result<
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        500 => "Internal Server Error",
         _ => "Error",
     };
     let kind = if response.json {

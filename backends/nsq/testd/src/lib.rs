@@ -18,6 +18,7 @@
 
 mod announce;
 mod api;
+mod cluster;
 mod commands;
 mod connections;
 mod external;
@@ -39,6 +40,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use cluster::{ClusterOptions, TestCluster};
 pub use external::ExternalServer;
 pub use lookupd::TestLookupd;
 use store::Store;
@@ -115,6 +117,8 @@ pub(crate) struct Shared {
     pub drops: watch::Sender<u64>,
     pub tcp_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// Coordinator mode: the cluster this nsqd belongs to.
+    pub cluster: Option<cluster::ClusterNode>,
     /// When the server started, in seconds since the epoch (`/info`, `/stats`).
     pub start_time: u64,
 }
@@ -144,9 +148,40 @@ impl Shared {
         visible_at: Option<std::time::Instant>,
         trace_id: u64,
     ) -> ([u8; 16], u64, u32) {
+        let traced = bodies.into_iter().map(|b| (b, trace_id)).collect();
+        self.put_traced(topic, partition, traced, visible_at)
+            .pop()
+            .unwrap_or(([0u8; 16], 0, 0))
+    }
+
+    /// As [`Shared::put`], each message with its own trace id, returning id, offset and raw
+    /// size of every message.
+    pub(crate) fn put_traced(
+        &self,
+        topic: &str,
+        partition: u32,
+        messages: Vec<(Bytes, u64)>,
+        visible_at: Option<std::time::Instant>,
+    ) -> Vec<([u8; 16], u64, u32)> {
+        let (bodies, traces): (Vec<Bytes>, Vec<u64>) = messages.into_iter().unzip();
         let mut store = self.store();
-        let ids: Vec<[u8; 16]> = bodies.iter().map(|_| store.new_id(trace_id)).collect();
-        let mut last = ([0u8; 16], 0, 0);
+        let ids: Vec<[u8; 16]> = if store.binary_ids {
+            // The fork numbers messages per partition, from 2 with the coordinator (Y3, Y4)
+            // and from 1 without (Y8), the partition in the bits above 50.
+            let first = if self.cluster.is_some() { 2 } else { 1 };
+            let part = store.partition_entry(topic, partition);
+            traces
+                .iter()
+                .map(|trace_id| {
+                    let sequence = first + part.ids_issued;
+                    part.ids_issued += 1;
+                    store::youzan_id(partition, sequence, *trace_id)
+                })
+                .collect()
+        } else {
+            traces.iter().map(|t| store.new_id(*t)).collect()
+        };
+        let mut receipts = Vec::with_capacity(ids.len());
         let part = store
             .topics
             .entry(topic.to_string())
@@ -157,10 +192,10 @@ impl Shared {
         for (id, body) in ids.into_iter().zip(bodies) {
             let index = part.append(id, body, visible_at);
             let stored = &part.log[index];
-            last = (id, stored.offset, stored.raw_size);
+            receipts.push((id, stored.offset, stored.raw_size));
         }
         store.pump(std::time::Instant::now());
-        last
+        receipts
     }
 }
 
@@ -219,6 +254,16 @@ impl TestServer {
 
     /// Starts a server on the given addresses (port 0 = any free port).
     pub async fn bind(options: Options, tcp: &str, http: &str) -> std::io::Result<TestServer> {
+        Self::bind_node(options, tcp, http, None).await
+    }
+
+    /// Starts a server, a node of `cluster` when given (coordinator mode).
+    pub(crate) async fn bind_node(
+        options: Options,
+        tcp: &str,
+        http: &str,
+        cluster: Option<cluster::ClusterNode>,
+    ) -> std::io::Result<TestServer> {
         let tcp = TcpListener::bind(tcp).await?;
         let http = TcpListener::bind(http).await?;
         let (drops, _) = watch::channel(0);
@@ -233,6 +278,7 @@ impl TestServer {
             drops,
             tcp_addr: tcp.local_addr()?,
             http_addr: http.local_addr()?,
+            cluster,
             start_time: unix_seconds(),
         });
         let ticker = {

@@ -123,6 +123,44 @@ impl Channel {
         self.in_flight.drain().map(|(_, f)| f.client).collect()
     }
 
+    /// Puts what `client` holds in flight back to be delivered again at once, with the
+    /// attempts it had (the next delivery counts the same attempt again). The fork promises
+    /// no order among them; both recordings show the oldest last and the others in order
+    /// (2, 1 in Y4 218-219; 2, 3, 1 in Y8 127-129), which this server does, so replays of
+    /// those runs are deterministic.
+    pub fn requeue_client(&mut self, client: ClientId, now: Instant) {
+        let mut ids: Vec<[u8; 16]> = self
+            .in_flight
+            .iter()
+            .filter(|(_, f)| f.client == client)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        if !ids.is_empty() {
+            ids.rotate_left(1);
+        }
+        for id in ids {
+            if let Some(flight) = self.in_flight.remove(&id) {
+                self.waiting.push(Waiting {
+                    index: flight.index,
+                    attempts: flight.attempts.saturating_sub(1),
+                    ready_at: now,
+                });
+            }
+        }
+    }
+
+    /// Puts everything in flight back to be delivered again at once and forgets the
+    /// consumers (the partition moved to another node, whose clients are other connections).
+    pub fn requeue_all(&mut self, now: Instant) {
+        let flights: Vec<InFlight> = self.in_flight.drain().map(|(_, f)| f).collect();
+        for flight in flights {
+            self.requeue(flight, now);
+        }
+        self.clients.clear();
+        self.next_client = 0;
+    }
+
     /// The lowest virtual-queue offset not yet finished (the fork's *confirmed* offset):
     /// every message below it was finished, so a consumer restarting there loses nothing.
     pub fn confirmed_offset(&self, log: &[Stored], end: u64) -> u64 {
@@ -145,12 +183,25 @@ pub(crate) struct Partition {
     /// Where a first channel starts: messages published while the partition had no channel.
     pub unclaimed_from: usize,
     pub channels: BTreeMap<String, Channel>,
+    /// Message ids handed out (Youzan ids are numbered per partition).
+    pub ids_issued: u64,
+    /// A coordinator-mode partition: every new channel starts at the end, the first one too
+    /// (Y4 17), unlike nsqd 1.3.0 and a standalone Youzan nsqd (U2, Y8 63).
+    pub channels_start_at_end: bool,
+}
+
+/// A Youzan message id: `(partition << 50 | sequence)` and the trace id, both big-endian.
+pub(crate) fn youzan_id(partition: u32, sequence: u64, trace_id: u64) -> [u8; 16] {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&((u64::from(partition) << 50) | sequence).to_be_bytes());
+    id[8..].copy_from_slice(&trace_id.to_be_bytes());
+    id
 }
 
 impl Partition {
     /// The channel, created if needed (starting as nsqd would).
     pub fn channel(&mut self, name: &str) -> &mut Channel {
-        let start = if self.channels.is_empty() {
+        let start = if self.channels.is_empty() && !self.channels_start_at_end {
             self.unclaimed_from
         } else {
             self.log.len()
@@ -264,6 +315,16 @@ impl Store {
         id
     }
 
+    /// The partition, created if needed.
+    pub fn partition_entry(&mut self, topic: &str, partition: u32) -> &mut Partition {
+        self.topics
+            .entry(topic.to_string())
+            .or_default()
+            .partitions
+            .entry(partition)
+            .or_default()
+    }
+
     /// The partition, if it exists.
     pub fn partition(&mut self, topic: &str, partition: u32) -> Option<&mut Partition> {
         self.topics.get_mut(topic)?.partitions.get_mut(&partition)
@@ -320,11 +381,18 @@ impl Store {
     /// as on nsqd.
     pub fn remove_client(&mut self, client: ClientId) {
         self.connections.remove(&client);
+        let youzan = self.binary_ids;
         if let Some(state) = self.clients.remove(&client) {
             if let Some(sub) = state.sub {
                 if let Some(partition) = self.partition(&sub.topic, sub.partition) {
                     if let Some(channel) = partition.channels.get_mut(&sub.channel) {
                         channel.clients.retain(|c| *c != client);
+                        // The fork puts a closed connection's in-flight messages back at
+                        // once, attempts unchanged (Y4 218-221, Y8 127-131); nsqd 1.3.0
+                        // leaves them to their timeout.
+                        if youzan {
+                            channel.requeue_client(client, Instant::now());
+                        }
                         // nsqd deletes an ephemeral channel when its last client leaves.
                         if channel.clients.is_empty() && sub.channel.ends_with("#ephemeral") {
                             partition.channels.remove(&sub.channel);

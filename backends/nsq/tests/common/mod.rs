@@ -145,10 +145,13 @@ impl Nsqd for Server {
     }
 }
 
-/// The external server if it speaks `extensions`, else a fresh test server.
+/// The external server if it speaks `extensions` as one nsqd, else a fresh test server. An
+/// external Youzan *cluster* (`MSGSTREAM_NSQ_CLUSTER=true`) is no single nsqd: the tests that
+/// speak to one nsqd get a standalone test server, and the adapter's tests use the cluster
+/// through [`partitions_config`].
 pub async fn server(extensions: Extensions) -> Server {
     match external() {
-        Some(e) if e.extensions == extensions => Server::External {
+        Some(e) if e.extensions == extensions && !e.cluster => Server::External {
             tcp: e.nsqd[0],
             http: e.nsqd_http.first().copied(),
         },
@@ -160,6 +163,44 @@ pub async fn server(extensions: Extensions) -> Server {
             .await,
         ),
     }
+}
+
+/// The adapter's config for the Youzan extensions: the external cluster's when
+/// `MSGSTREAM_NSQ_CLUSTER=true` (every nsqd, the lookupd, `cluster = true`; channels in
+/// partition 0 of topics of two partitions that the client creates through the lookupd),
+/// else one for `server` (a standalone nsqd, topics created with `INTERNAL_CREATE_TOPIC`).
+pub fn partitions_config(server: &Server) -> msgstream_nsq::NsqConfig {
+    let strings = |addrs: &[SocketAddr]| addrs.iter().map(|a| a.to_string()).collect();
+    match external().filter(|e| e.cluster) {
+        Some(e) => msgstream_nsq::NsqConfig {
+            nsqd: strings(&e.nsqd),
+            nsqd_http: strings(&e.nsqd_http),
+            lookupd: strings(&e.lookupd),
+            extensions: msgstream_nsq::Extensions::Partitions,
+            cluster: true,
+            partitions: 2,
+            ..msgstream_nsq::NsqConfig::default()
+        },
+        None => msgstream_nsq::NsqConfig {
+            nsqd: vec![server.tcp_addr().to_string()],
+            nsqd_http: vec![server.http_addr().to_string()],
+            extensions: msgstream_nsq::Extensions::Partitions,
+            ..msgstream_nsq::NsqConfig::default()
+        },
+    }
+}
+
+/// Creates partitions `0..partitions` of `topic` on a standalone Youzan nsqd with the
+/// client's own `INTERNAL_CREATE_TOPIC` (no test-server-only HTTP endpoint).
+pub async fn create_youzan_topic<S: Nsqd>(server: &S, topic: &str, partitions: u32) {
+    let producer = producer(&[server]);
+    for partition in 0..partitions {
+        producer
+            .create_topic(topic, partition)
+            .await
+            .expect("INTERNAL_CREATE_TOPIC");
+    }
+    producer.close().await;
 }
 
 /// A fresh test server with default options, for a `fixture_` test.

@@ -30,10 +30,12 @@
 //!   [`Replay::varying_ids`] (default: files named `upstream-*`), are compared by consistent
 //!   labels (equal recorded values ⇔ equal replayed values); in JSON bodies `start_time`,
 //!   `uptime*`, `connect_ts`, `remote_address`, `memory`, `depth_ts*`, `last_pub_ts`, `id`
-//!   values `127.0.0.1:PORT` and the `hostname` of node descriptions (objects with a
-//!   `broadcast_address`: the recording machine's name) are ignored, `tcp_port` / `http_port`
-//!   values of recorded endpoints must be the replay's ports, and lists of names (arrays of
-//!   strings, map-ordered on the servers) compare as sets. JSON key order is not compared.
+//!   values `127.0.0.1:PORT`, and the `hostname` and Youzan `distributed_id` of node
+//!   descriptions (objects with a `broadcast_address`: the recording machine's name, its
+//!   coordinator RPC port and worker id) are ignored, `tcp_port` / `http_port` values of
+//!   recorded endpoints must be the replay's ports, and lists of names (arrays of strings) and
+//!   of node descriptions, map-ordered on the servers, compare as sets. JSON key order is not
+//!   compared.
 //!   Youzan partition placement varies too: map each recorded nsqd endpoint to the test nsqd
 //!   that holds the recorded partitions.
 //! * Timing: see [`runner`]. Client actions keep their recorded distance from the last

@@ -95,7 +95,11 @@ impl Session {
         done.ok_or_else(|| {
             Fail::soft(
                 "E_FIN_FAILED",
-                format!("FIN {} failed ID not in flight", hex(&id)),
+                self.not_in_flight(
+                    "FIN",
+                    &id,
+                    "failed ErrType:7 ErrCode:0 : Message ID not in flight",
+                ),
             )
         })
     }
@@ -123,7 +127,7 @@ impl Session {
         done.ok_or_else(|| {
             Fail::soft(
                 "E_REQ_FAILED",
-                format!("REQ {} failed ID not in flight", hex(&id)),
+                self.not_in_flight("REQ", &id, "failed Message ID not in flight"),
             )
         })
     }
@@ -141,7 +145,7 @@ impl Session {
         done.ok_or_else(|| {
             Fail::soft(
                 "E_TOUCH_FAILED",
-                format!("TOUCH {} failed ID not in flight", hex(&id)),
+                self.not_in_flight("TOUCH", &id, "failed Message ID not in flight"),
             )
         })
     }
@@ -156,5 +160,17 @@ impl Session {
         }
         self.reply(b"CLOSE_WAIT");
         Ok(())
+    }
+}
+
+impl Session {
+    /// The text of a FIN/REQ/TOUCH of an id not in flight: nsqd 1.3.0 prints the id as text,
+    /// the fork as a Go byte array with its own wording (Y4 24, 236, 239).
+    fn not_in_flight(&self, cmd: &str, id: &[u8; 16], fork: &str) -> String {
+        if self.shared.options.extensions.partitions() {
+            format!("{cmd} {} {fork}", super::go_bytes(id))
+        } else {
+            format!("{cmd} {} failed ID not in flight", hex(id))
+        }
     }
 }

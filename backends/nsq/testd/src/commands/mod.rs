@@ -71,6 +71,8 @@ struct Identify {
     user_agent: String,
     snappy: bool,
     deflate: bool,
+    output_buffer_size: i64,
+    output_buffer_timeout: i64,
 }
 
 /// IDENTIFY's answer with feature negotiation, fields in nsqd's order (the frame is compared
@@ -193,15 +195,28 @@ impl Session {
             (b"MPUB", _) => self.publish(p, reader, true).await,
             (b"DPUB", false) => self.dpub(p, reader).await,
             (b"PUB_TRACE", true) => self.pub_trace(p, reader).await,
+            (b"MPUB_TRACE", true) => self.mpub_trace(p, reader).await,
             (b"INTERNAL_CREATE_TOPIC", true) => self.create_topic(p),
             (b"RDY", _) => self.rdy(p),
             (b"FIN", _) => self.fin(p),
             (b"REQ", _) => self.req(p),
             (b"TOUCH", _) => self.touch(p),
             (b"CLS", _) => self.cls(),
-            (name, _) => Err(Fail::fatal(
+            (name, false) => Err(Fail::fatal(
                 "E_INVALID",
                 &format!("invalid command {}", text(name)),
+            )),
+            // The fork prints the command's words as Go byte slices (Y1 6, Y3 67).
+            (name, true) => Err(Fail::fatal(
+                "E_INVALID",
+                &format!(
+                    "invalid command [{}]",
+                    std::iter::once(name)
+                        .chain(p.iter().map(Vec::as_slice))
+                        .map(go_bytes)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
             )),
         }
     }
@@ -261,11 +276,23 @@ impl Session {
             self.reply(b"OK");
             return Ok(());
         }
-        // The fork answers with its own buffer defaults (notes §2.6.4).
-        let (buffer_size, buffer_timeout) = if opts.extensions.partitions() {
-            (100, 50)
+        // The fork answers with the buffer settings the client asked for (Y1 4: 16384 and
+        // 250 asked, 16384 and 250 answered), else its own defaults (notes §2.6.4), and a
+        // deflate level of 0.
+        let (buffer_size, buffer_timeout, deflate_level) = if opts.extensions.partitions() {
+            let asked = |value: i64, default: u32| {
+                u32::try_from(value)
+                    .ok()
+                    .filter(|v| *v > 0)
+                    .unwrap_or(default)
+            };
+            (
+                asked(data.output_buffer_size, 100),
+                asked(data.output_buffer_timeout, 50),
+                0,
+            )
         } else {
-            (16384, 250)
+            (16384, 250, 6)
         };
         let response = IdentifyResponse {
             max_rdy_count: opts.max_rdy_count,
@@ -274,7 +301,7 @@ impl Session {
             msg_timeout: self.msg_timeout.as_millis() as u64,
             tls_v1: false,
             deflate: false,
-            deflate_level: 6,
+            deflate_level,
             max_deflate_level: 6,
             snappy: false,
             sample_rate: 0,
@@ -340,6 +367,9 @@ impl Session {
                 .or_default();
             return Ok(0);
         }
+        if let Some(cluster) = &self.shared.cluster {
+            return cluster_partition(cluster, topic, param);
+        }
         let mut store = self.store();
         let exists = |store: &Store, p: u32| {
             store
@@ -364,19 +394,14 @@ impl Session {
             {
                 Some(p) => p,
                 None => {
-                    return Err(Fail::fatal(
-                        "E_TOPIC_NOT_EXIST",
-                        &format!("topic {topic} not exist"),
-                    ))
+                    // The fork's text is empty: the frame is `E_TOPIC_NOT_EXIST ` (Y8).
+                    return Err(Fail::fatal("E_TOPIC_NOT_EXIST", ""));
                 }
             },
         };
         if !exists(&store, pid) {
             if !create {
-                return Err(Fail::fatal(
-                    "E_TOPIC_NOT_EXIST",
-                    &format!("topic {topic} partition {pid} not exist"),
-                ));
+                return Err(Fail::fatal("E_TOPIC_NOT_EXIST", ""));
             }
             store
                 .topics
@@ -388,6 +413,51 @@ impl Session {
         }
         Ok(pid)
     }
+}
+
+/// The partition of a command on a coordinator-mode nsqd: the named one or the node's own,
+/// served only by its elected leader (`E_FAILED_ON_NOT_LEADER `, non-fatal here; SUB makes it
+/// fatal) and unknown elsewhere (`E_TOPIC_NOT_EXIST `, fatal). Both texts are empty, as the
+/// fork sends them.
+fn cluster_partition(
+    cluster: &crate::cluster::ClusterNode,
+    topic: &str,
+    param: Option<&Vec<u8>>,
+) -> Result<u32, Fail> {
+    let not_here = || Fail::fatal("E_TOPIC_NOT_EXIST", "");
+    let pid = match param {
+        Some(p) => parse_partition(p)?,
+        None => cluster.own_partition(topic).ok_or_else(not_here)?,
+    };
+    match cluster.access(topic, pid) {
+        crate::cluster::Access::Leader => Ok(pid),
+        crate::cluster::Access::NotLeader => {
+            Err(Fail::soft("E_FAILED_ON_NOT_LEADER", String::new()))
+        }
+        crate::cluster::Access::NotHere => Err(not_here()),
+    }
+}
+
+/// A partition parameter, as the fork parses it (`strconv.Atoi`).
+fn parse_partition(p: &[u8]) -> Result<u32, Fail> {
+    std::str::from_utf8(p)
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .ok_or_else(|| {
+            Fail::fatal(
+                "E_BAD_PARTITION",
+                &format!(
+                    "topic partition is not valid: strconv.Atoi: parsing {:?}: invalid syntax",
+                    text(p)
+                ),
+            )
+        })
+}
+
+/// Bytes as Go prints a `[]byte` with `%v`: `[67 82 69]`.
+fn go_bytes(bytes: &[u8]) -> String {
+    let numbers: Vec<String> = bytes.iter().map(u8::to_string).collect();
+    format!("[{}]", numbers.join(" "))
 }
 
 /// Ids in error texts: printable as they are, hex otherwise.

@@ -28,6 +28,17 @@ impl Session {
                 &format!("SUB channel name {channel:?} is not valid"),
             ));
         }
+        let ordered_topic = self
+            .shared
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.ordered(&topic));
+        if ordered_topic && !matches!(kind, SubKind::Ordered) {
+            return Err(Fail::fatal(
+                "E_SUB_ORDER_IS_MUST",
+                "this topic is configured only allow ordered sub",
+            ));
+        }
         // The Youzan parser reads the partition of SUB_ADVANCED only when there is no offset
         // (notes §2.6.1): with an offset the default partition is used.
         let partition_param = match kind {
@@ -40,7 +51,13 @@ impl Session {
             }
             _ => p.get(2),
         };
-        let pid = self.partition(&topic, partition_param, false)?;
+        // A SUB the leader cannot serve ends the connection, unlike a PUB.
+        let pid = self
+            .partition(&topic, partition_param, false)
+            .map_err(|fail| Fail {
+                fatal: true,
+                ..fail
+            })?;
         let offset = match (kind, p.get(3)) {
             (SubKind::Advanced, Some(raw)) => Some(parse_offset(raw)?),
             _ => None,
@@ -48,7 +65,7 @@ impl Session {
         let mut store = self.store();
         let ordered_channel = {
             let Some(partition) = store.partition(&topic, pid) else {
-                return Err(Fail::fatal("E_TOPIC_NOT_EXIST", "topic not exist"));
+                return Err(Fail::fatal("E_TOPIC_NOT_EXIST", ""));
             };
             // `special:-1` on a channel that already exists does not skip what the channel
             // already holds (notes §2.6.3): only a new channel starts at the end.
@@ -111,6 +128,8 @@ pub(crate) enum Offset {
     Latest,
     Virtual(u64),
     Time(u64),
+    /// `msgcount:N`: the N-th message, 1-based (0 is the first too).
+    Count(u64),
 }
 
 impl Offset {
@@ -120,6 +139,9 @@ impl Offset {
             Offset::Latest => partition.log.len(),
             Offset::Virtual(v) => partition.index_of_offset(v),
             Offset::Time(secs) => partition.index_of_time(secs),
+            Offset::Count(n) => usize::try_from(n.saturating_sub(1))
+                .unwrap_or(usize::MAX)
+                .min(partition.log.len()),
         }
     }
 }
@@ -130,7 +152,9 @@ pub(crate) fn parse_offset_token(token: &str) -> Option<Offset> {
     let value: i64 = value.parse().ok()?;
     match (kind, value) {
         ("special", -1) => Some(Offset::Latest),
-        ("virtual_queue", v) if v >= 0 => Some(Offset::Virtual(v as u64)),
+        // The fork reads a negative virtual offset as the beginning (Y6 299).
+        ("virtual_queue", v) => Some(Offset::Virtual(v.max(0) as u64)),
+        ("msgcount", v) if v >= 0 => Some(Offset::Count(v as u64)),
         ("timestamp", v) if v >= 0 => Some(Offset::Time(v as u64)),
         _ => None,
     }
