@@ -23,6 +23,8 @@
 //! send_timeout_ms = 3000
 //! poll_batch = 32
 //! persist_interval_ms = 1000
+//! compress_over_bytes = 4096
+//! max_message_bytes = 4194304
 //!
 //! [nsq]
 //! nsqd = ["127.0.0.1:4150"]

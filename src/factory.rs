@@ -115,6 +115,8 @@ async fn open_rocketmq(config: &Config) -> Result<Arc<dyn Client>> {
         send_timeout_ms: section.send_timeout_ms,
         poll_batch: section.poll_batch,
         persist_interval_ms: section.persist_interval_ms,
+        compress_over_bytes: section.compress_over_bytes,
+        max_message_bytes: section.max_message_bytes,
     };
     Ok(Arc::new(
         msgstream_rocketmq::RocketMqClient::connect(options).await?,

@@ -22,8 +22,13 @@ pub struct RocketmqSection {
     pub send_timeout_ms: u64,
     /// Messages per pull request.
     pub poll_batch: u32,
-    /// How often acknowledged offsets are persisted to the broker, in milliseconds.
+    /// How often offsets staged by stream commits and not yet flushed are persisted to the
+    /// broker, in milliseconds (plain acks and commits persist at once).
     pub persist_interval_ms: u64,
+    /// Bodies longer than this are sent zlib-compressed, as the Java client does; 0 = never.
+    pub compress_over_bytes: usize,
+    /// Largest message body sent or accepted after decompression, in bytes.
+    pub max_message_bytes: usize,
 }
 
 impl Default for RocketmqSection {
@@ -35,6 +40,8 @@ impl Default for RocketmqSection {
             send_timeout_ms: 3000,
             poll_batch: 32,
             persist_interval_ms: 1000,
+            compress_over_bytes: 4 * 1024,
+            max_message_bytes: 4 * 1024 * 1024,
         }
     }
 }

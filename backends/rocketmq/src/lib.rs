@@ -34,7 +34,7 @@ pub mod testserver;
 
 pub use adapter::{RocketMqClient, RocketMqConsumer, RocketMqProducer, RocketMqReader};
 pub use admin::Admin;
-pub use config::RocketMqConfig;
+pub use config::{RocketMqConfig, DEFAULT_COMPRESS_OVER_BYTES, DEFAULT_MAX_MESSAGE_BYTES};
 pub use consumer::{
     ConsumeFrom, ConsumeRequest, ConsumeResult, ConsumerOptions, LitePullConsumer, Selector,
 };

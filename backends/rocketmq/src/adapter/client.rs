@@ -148,7 +148,9 @@ impl RocketMqClient {
             ));
         }
         let namespace = Namespace::new(&config.namespace);
-        let producer = RawProducer::new(admin.clone(), "msgstream-producer", namespace.clone(), 2);
+        let producer = RawProducer::new(admin.clone(), "msgstream-producer", namespace.clone(), 2)
+            .compress_over(config.compress_over_bytes)
+            .max_message_bytes(config.max_message_bytes);
         Ok(RocketMqClient {
             shared: Arc::new(Shared {
                 config,

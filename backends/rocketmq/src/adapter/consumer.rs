@@ -125,6 +125,7 @@ impl RocketMqConsumer {
             total_buffer: (options.buffer / batch as usize).max(2),
             persist_interval: Duration::from_millis(config.persist_interval_ms.max(1)),
             request_timeout: Duration::from_millis(config.send_timeout_ms.max(1)),
+            max_message_bytes: config.max_message_bytes,
             ..LiteOptions::new(group)
         };
         let lite = LitePullConsumer::new(admin, shared.namespace.clone(), lite_options)?;

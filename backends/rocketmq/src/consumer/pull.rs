@@ -39,9 +39,12 @@ pub struct PullRequest<'a> {
     pub expression: &'a str,
     /// How long the broker may wait for a message (zero: answer at once).
     pub suspend: Duration,
+    /// Largest body accepted after decompression.
+    pub max_body: usize,
 }
 
-/// Sends `request` to the queue's broker and decodes the answer.
+/// Sends `request` to the queue's broker and decodes the answer. A record that cannot be
+/// decoded is [`Error::CorruptRecord`] (permanent: the broker answers the same bytes again).
 pub async fn pull(admin: &Admin, request: &PullRequest<'_>) -> Result<PullOutcome> {
     let addr = admin.broker_of(request.queue).await?;
     let mut flag = SUBSCRIPTION;
@@ -79,8 +82,16 @@ pub async fn pull(admin: &Admin, request: &PullRequest<'_>) -> Result<PullOutcom
     match response.code {
         codes::SUCCESS => {
             let next_offset = next(&response)?;
+            let messages = stored::decode_all(response.body, request.max_body).map_err(|e| {
+                Error::CorruptRecord {
+                    topic: request.queue.topic.clone(),
+                    queue_id: request.queue.queue_id,
+                    offset: e.queue_offset.unwrap_or(request.offset),
+                    detail: e.detail,
+                }
+            })?;
             Ok(PullOutcome {
-                messages: stored::decode_all(response.body)?,
+                messages,
                 next_offset,
                 offset_moved: false,
             })
