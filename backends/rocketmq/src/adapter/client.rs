@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub admin: Admin,
     pub namespace: Namespace,
     pub producer: RawProducer,
+    /// Consumers with acks staged and not yet flushed.
+    pub staged: Arc<super::consumer::Staged>,
     /// (channel, subscription) pairs with a live consumer (see the lease module).
     pub leases: Arc<Mutex<HashSet<(String, String)>>>,
     closed: AtomicBool,
@@ -157,6 +159,7 @@ impl RocketMqClient {
                 admin,
                 namespace,
                 producer,
+                staged: Arc::default(),
                 leases: Arc::default(),
                 closed: AtomicBool::new(false),
                 closing: watch::channel(false).0,

@@ -47,6 +47,7 @@ impl LitePullConsumer {
             remoting: Arc::new(Remoting::new(RemotingOptions::default(), Some(notices_tx))),
             namesrv: shared.namesrv.clone(),
             timeout: options.request_timeout,
+            offset_updates: shared.offset_updates.clone(),
         };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -2,6 +2,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod lite;
+pub mod raw;
 
 pub use msgstream_rocketmq::testserver::*;
 
