@@ -82,19 +82,30 @@ pub async fn pull(admin: &Admin, request: &PullRequest<'_>) -> Result<PullOutcom
     match response.code {
         codes::SUCCESS => {
             let next_offset = next(&response)?;
-            let messages = stored::decode_all(response.body, request.max_body).map_err(|e| {
-                Error::CorruptRecord {
+            let (messages, bad) = stored::decode_prefix(response.body, request.max_body);
+            match bad {
+                None => Ok(PullOutcome {
+                    messages,
+                    next_offset,
+                    offset_moved: false,
+                }),
+                // The records before the bad one first; the next pull starts at it.
+                Some(bad) if !messages.is_empty() => Ok(PullOutcome {
+                    next_offset: bad.queue_offset.unwrap_or_else(|| {
+                        messages
+                            .last()
+                            .map_or(request.offset, |m| m.queue_offset + 1)
+                    }),
+                    messages,
+                    offset_moved: false,
+                }),
+                Some(bad) => Err(Error::CorruptRecord {
                     topic: request.queue.topic.clone(),
                     queue_id: request.queue.queue_id,
-                    offset: e.queue_offset.unwrap_or(request.offset),
-                    detail: e.detail,
-                }
-            })?;
-            Ok(PullOutcome {
-                messages,
-                next_offset,
-                offset_moved: false,
-            })
+                    offset: bad.queue_offset.unwrap_or(request.offset),
+                    detail: bad.detail,
+                }),
+            }
         }
         codes::PULL_NOT_FOUND | codes::PULL_RETRY_IMMEDIATELY => Ok(PullOutcome {
             messages: Vec::new(),

@@ -93,23 +93,42 @@ fn len(v: i64, at: Option<i64>) -> Decoded<usize> {
 
 /// Decodes every record of a pull response body, checking each body's CRC and decompressing
 /// compressed bodies (see [`compression`]) up to `max_body` bytes each.
-pub fn decode_all(mut body: Bytes, max_body: usize) -> Decoded<Vec<StoredMessage>> {
+pub fn decode_all(body: Bytes, max_body: usize) -> Decoded<Vec<StoredMessage>> {
+    match decode_prefix(body, max_body) {
+        (messages, None) => Ok(messages),
+        (_, Some(error)) => Err(error),
+    }
+}
+
+/// Like [`decode_all`], but keeps the records before the first one that cannot be decoded:
+/// those records, and why the next one cannot be read (if one cannot).
+pub fn decode_prefix(
+    mut body: Bytes,
+    max_body: usize,
+) -> (Vec<StoredMessage>, Option<RecordError>) {
     let mut out: Vec<StoredMessage> = Vec::new();
     while body.has_remaining() {
         // A record too short to name its offset is blamed on the offset after the last good one.
         let after = out.last().map(|m| m.queue_offset + 1);
-        need(&body, 4, after)?;
-        let total = len(
-            i64::from(i32::from_be_bytes([body[0], body[1], body[2], body[3]])),
-            after,
-        )?;
-        if total < 4 {
-            return Err(bad(after, format!("record size {total}")));
+        match next_record(&mut body, max_body, after) {
+            Ok(message) => out.push(message),
+            Err(error) => return (out, Some(error)),
         }
-        need(&body, total, after)?;
-        out.push(decode_one(body.split_to(total), max_body, after)?);
     }
-    Ok(out)
+    (out, None)
+}
+
+fn next_record(body: &mut Bytes, max_body: usize, after: Option<i64>) -> Decoded<StoredMessage> {
+    need(body, 4, after)?;
+    let total = len(
+        i64::from(i32::from_be_bytes([body[0], body[1], body[2], body[3]])),
+        after,
+    )?;
+    if total < 4 {
+        return Err(bad(after, format!("record size {total}")));
+    }
+    need(body, total, after)?;
+    decode_one(body.split_to(total), max_body, after)
 }
 
 fn decode_one(mut r: Bytes, max_body: usize, after: Option<i64>) -> Decoded<StoredMessage> {

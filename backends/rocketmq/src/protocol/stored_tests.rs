@@ -143,7 +143,13 @@ fn undecodable_compressed_records_name_their_offset() {
         ("too large", big, 5),
         ("truncated", cut, 5),
     ] {
-        let err = decode_all(body.freeze(), LIMIT).expect_err(what);
+        let body = body.freeze();
+        let err = decode_all(body.clone(), LIMIT).expect_err(what);
         assert_eq!(err.queue_offset, Some(offset), "{what}: {err}");
+        // The good record before it is kept.
+        let (good, bad) = decode_prefix(body, LIMIT);
+        assert_eq!(good.len(), 1, "{what}");
+        assert_eq!(good[0].queue_offset, 4);
+        assert_eq!(bad, Some(err));
     }
 }
