@@ -43,7 +43,7 @@ pub(crate) struct Shared {
     pub namespace: Namespace,
     pub producer: RawProducer,
     /// Consumers with acks staged and not yet flushed.
-    pub staged: Arc<super::consumer::Staged>,
+    pub staged: Arc<super::staged::Staged>,
     /// (channel, subscription) pairs with a live consumer (see the lease module).
     pub leases: Arc<Mutex<HashSet<(String, String)>>>,
     closed: AtomicBool,

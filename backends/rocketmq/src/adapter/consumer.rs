@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,6 +14,7 @@ use msgstream::{Error, Result};
 
 use super::client::Shared;
 use super::lease::Lease;
+use super::staged::Staged;
 use super::{broker_name, channel_error, checked_offset, id_of, offset_of, to_message};
 use crate::consumer::{ConsumeFrom, ConsumerOptions as LiteOptions, LitePullConsumer};
 use crate::{MessageQueue, BACKEND};
@@ -39,7 +40,7 @@ pub struct RocketMqConsumer {
 }
 
 /// What acking needs, shared by a consumer and its [`Acker`] handles.
-struct Acks {
+pub(super) struct Acks {
     channel: SharedStr,
     queue: MessageQueue,
     lite: LitePullConsumer,
@@ -47,7 +48,7 @@ struct Acks {
     /// The next offset to consume as acked so far (acks are cumulative: it never moves back,
     /// except by a seek).
     acked: AtomicI64,
-    closed: AtomicBool,
+    pub(super) closed: AtomicBool,
     /// This acker, for the client's list of ackers with staged acks.
     me: Weak<Acks>,
     staged: Arc<Staged>,
@@ -109,7 +110,7 @@ impl Acks {
     }
 
     /// Sends the queue's offset to the broker if it changed since it was last sent.
-    async fn persist(&self) -> Result<()> {
+    pub(super) async fn persist(&self) -> Result<()> {
         match self.lite.persist_offset().await {
             Ok(()) => Ok(()),
             // The topic had a route when this consumer opened. While its broker restarts, the
@@ -124,57 +125,6 @@ impl Acks {
             )),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-/// The ackers of one client with staged acks not yet flushed.
-#[derive(Default)]
-pub(crate) struct Staged {
-    pending: Mutex<Vec<Weak<Acks>>>,
-}
-
-impl Staged {
-    fn add(&self, acks: Weak<Acks>) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if !pending.iter().any(|p| p.ptr_eq(&acks)) {
-            pending.push(acks);
-        }
-    }
-
-    /// Persists every pending acker's queue offset concurrently; the first error is returned
-    /// and the ackers that failed stay pending.
-    async fn flush(&self) -> Result<()> {
-        let pending: Vec<Arc<Acks>> =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
-                .iter()
-                .filter_map(Weak::upgrade)
-                // A closed consumer persisted its offset at close.
-                .filter(|acks| !acks.closed.load(Ordering::Acquire))
-                .collect();
-        let mut tasks = tokio::task::JoinSet::new();
-        for acks in pending {
-            tasks.spawn(async move {
-                let outcome = acks.persist().await;
-                (acks, outcome)
-            });
-        }
-        let mut first_error = None;
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok((_, Ok(()))) => {}
-                Ok((acks, Err(e))) => {
-                    self.add(Arc::downgrade(&acks));
-                    first_error.get_or_insert(e);
-                }
-                Err(e) => {
-                    first_error.get_or_insert(Error::backend(
-                        BACKEND,
-                        format!("persisting a staged offset failed: {e}"),
-                    ));
-                }
-            }
-        }
-        first_error.map_or(Ok(()), Err)
     }
 }
 

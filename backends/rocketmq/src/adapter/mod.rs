@@ -6,6 +6,7 @@ mod consumer;
 mod lease;
 mod producer;
 mod reader;
+mod staged;
 
 pub use client::RocketMqClient;
 pub use consumer::RocketMqConsumer;
