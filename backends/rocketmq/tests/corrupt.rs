@@ -5,13 +5,15 @@
 mod support;
 
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use msgstream::mq::{
     Client, Consumer, ConsumerOptions, InitialPosition, MessageId, ProducerMessage,
 };
+use msgstream::msg::{MsgBody, MsgPack};
 use msgstream::stream::{MsgStream, StreamOptions};
-use msgstream::testkit::within;
+use msgstream::testkit::{insert, row_id, within};
 use msgstream::Error;
 use msgstream_rocketmq::protocol::compression::{Codec, COMPRESSED_FLAG};
 use msgstream_rocketmq::RocketMqClient;
@@ -110,33 +112,38 @@ async fn a_byte_changed_in_the_commit_log_ends_the_stream() {
         .await
         .expect("connect");
     let channel = support::unique("corrupt-log");
-    let producer = client.create_producer(&channel).await.expect("producer");
-    let marker = format!("flip-me-{}", support::unique("marker"));
-    for body in ["first", marker.as_str(), "third"] {
-        producer
-            .send(ProducerMessage::new(body.to_owned()))
-            .await
-            .expect("send");
+    let client: Arc<dyn Client> = Arc::new(client);
+    let marker = support::unique("flip-me");
+    let mut marked = insert(2, 2, 0);
+    if let MsgBody::Insert(rows) = &mut marked.body {
+        rows.collection_name = marker.clone();
     }
+    let mut out = MsgStream::new(client.clone(), StreamOptions::default());
+    out.as_producer(&[channel.as_str()])
+        .await
+        .expect("producer");
+    out.produce(&MsgPack {
+        msgs: vec![insert(1, 1, 0), marked, insert(3, 3, 0)],
+        ..MsgPack::default()
+    })
+    .await
+    .expect("produce");
     flip_byte_of(&store.join("commitlog"), marker.as_bytes());
-    let mut stream = MsgStream::new(
-        std::sync::Arc::new(client.clone()),
-        StreamOptions::default(),
-    );
+    let mut stream = MsgStream::new(client, StreamOptions::default());
     stream
         .as_consumer(&[channel.as_str()], "s", InitialPosition::Earliest)
         .await
         .expect("consumer");
     let started = Instant::now();
-    let mut ended = None;
-    while ended.is_none() {
+    let mut rows = Vec::new();
+    let error = loop {
         match within("a pack or the error", stream.next_pack()).await {
-            Some(Ok(_)) => {}
-            Some(Err(error)) => ended = Some(error),
+            Some(Ok(pack)) => rows.extend(pack.msgs.iter().map(row_id)),
+            Some(Err(error)) => break error,
             None => panic!("the stream ended without the error"),
         }
-    }
-    let error = ended.expect("error");
+    };
+    assert_eq!(rows, vec![1], "the message before it is delivered");
     assert!(
         matches!(&error, Error::Corrupt { channel: c, id, .. } if *c == channel && *id == MessageId::from_u64(1)),
         "{error:?}"

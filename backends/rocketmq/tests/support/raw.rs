@@ -33,17 +33,37 @@ pub fn java_compress(codec: Codec, body: &[u8]) -> Vec<u8> {
     }
 }
 
-/// Bytes that compress a little, like real payloads: a pseudo-random walk over a small alphabet.
+/// Bytes that compress somewhat, like real payloads: pseudo-random words of a small vocabulary.
 pub fn payload(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: [&str; 16] = [
+        "vector",
+        "insert",
+        "row",
+        "segment",
+        "channel",
+        "delete",
+        "float",
+        "id",
+        "tick",
+        "collection",
+        "partition",
+        "field",
+        "primary",
+        "key",
+        "time",
+        "stamp",
+    ];
     let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            b"abcdefghijklmnopqrstuvwxyz0123456789"[(x % 36) as usize]
-        })
-        .collect()
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(WORDS[(x % 16) as usize].as_bytes());
+        out.push(b' ' + (x >> 60) as u8);
+    }
+    out.truncate(len);
+    out
 }
 
 /// The master address of the broker holding `mq`.
