@@ -25,6 +25,8 @@
 //! persist_interval_ms = 1000
 //! heartbeat_interval_ms = 10000  # a dead broker connection is closed within heartbeat + 2 × probe
 //! probe_timeout_ms = 3000
+//! compress_over_bytes = 4096
+//! max_message_bytes = 4194304
 //!
 //! [nsq]
 //! nsqd = ["127.0.0.1:4150"]

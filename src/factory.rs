@@ -120,6 +120,8 @@ async fn open_rocketmq(config: &Config) -> Result<Arc<dyn Client>> {
             probe_timeout_ms: section.probe_timeout_ms,
             ..msgstream_rocketmq::ConnectionConfig::default()
         },
+        compress_over_bytes: section.compress_over_bytes,
+        max_message_bytes: section.max_message_bytes,
     };
     Ok(Arc::new(
         msgstream_rocketmq::RocketMqClient::connect(options).await?,

@@ -95,6 +95,18 @@ pub enum Error {
     /// acking it would move the wrong cursor. Receive it again and ack the new delivery.
     #[error("stale delivery: {0}")]
     StaleDelivery(String),
+    /// A seek failed after the consumer had already moved to its target, and the backend
+    /// could not undo the move: the consumer now reads from the seek target. A backend that
+    /// cannot tell whether it moved says so with this too. Streams put such a channel back
+    /// and report `source`.
+    #[error("seek of channel {channel:?} failed after the consumer moved to its target: {source}")]
+    SeekMoved {
+        /// The channel.
+        channel: String,
+        /// Why the seek failed.
+        #[source]
+        source: Box<Error>,
+    },
     /// A message arrived with a timestamp at or below a pack end already emitted (only possible on
     /// a backend that reorders); see [`crate::tt::LatePolicy`].
     #[error(

@@ -22,13 +22,18 @@ pub struct RocketmqSection {
     pub send_timeout_ms: u64,
     /// Messages per pull request.
     pub poll_batch: u32,
-    /// How often acknowledged offsets are persisted to the broker, in milliseconds.
+    /// How often offsets staged by stream commits and not yet flushed are persisted to the
+    /// broker, in milliseconds (plain acks and commits persist at once).
     pub persist_interval_ms: u64,
     /// Period of the heartbeat on every broker connection, in milliseconds.
     pub heartbeat_interval_ms: u64,
     /// How long a heartbeat (or the probe of a connection a request timed out on) may take
     /// before the connection is judged dead, in milliseconds.
     pub probe_timeout_ms: u64,
+    /// Bodies longer than this are sent zlib-compressed, as the Java client does; 0 = never.
+    pub compress_over_bytes: usize,
+    /// Largest message body sent or accepted after decompression, in bytes.
+    pub max_message_bytes: usize,
 }
 
 impl Default for RocketmqSection {
@@ -42,6 +47,8 @@ impl Default for RocketmqSection {
             persist_interval_ms: 1000,
             heartbeat_interval_ms: 10_000,
             probe_timeout_ms: 3000,
+            compress_over_bytes: 4 * 1024,
+            max_message_bytes: 4 * 1024 * 1024,
         }
     }
 }

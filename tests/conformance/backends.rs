@@ -56,5 +56,6 @@ mod nsq_upstream {
         plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
         tt_late_message_in_a_long_run,
         stream_interface_extras, plain_positions_carry_begin_ts,
+        seek_failing_after_the_consumer_moved,
     );
 }

@@ -1,5 +1,6 @@
 //! [`Admin`]: topics, offsets and consumer groups on the brokers.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,8 @@ pub struct Admin {
     pub(crate) remoting: Arc<Remoting>,
     pub(crate) namesrv: Arc<NameServers>,
     pub(crate) timeout: Duration,
+    /// UPDATE_CONSUMER_OFFSET requests sent, shared with the consumers made from this admin.
+    pub(crate) offset_updates: Arc<AtomicU64>,
 }
 
 #[derive(Deserialize)]
@@ -55,7 +58,14 @@ impl Admin {
             remoting,
             namesrv,
             timeout,
+            offset_updates: Arc::default(),
         })
+    }
+
+    /// How many UPDATE_CONSUMER_OFFSET requests this admin and the consumers made from it have
+    /// sent (what persisting offsets costs).
+    pub fn offset_updates(&self) -> u64 {
+        self.offset_updates.load(Ordering::Relaxed)
     }
 
     /// The name servers (routes, cluster info).
@@ -263,6 +273,7 @@ impl Admin {
                 ("commitOffset", offset.to_string()),
             ],
         );
+        self.offset_updates.fetch_add(1, Ordering::Relaxed);
         self.queue_call(mq, command).await.map(drop)
     }
 

@@ -1,5 +1,11 @@
 //! [`RocketMqConfig`]: what the facade's config file sets for this backend.
 
+/// RocketMQ's default `maxMessageSize` (brokers and the Java client): 4 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The Java client's default `compressMsgBodyOverHowmuch`: 4 KiB.
+pub const DEFAULT_COMPRESS_OVER_BYTES: usize = 4 * 1024;
+
 /// Connection settings of the RocketMQ backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RocketMqConfig {
@@ -13,10 +19,16 @@ pub struct RocketMqConfig {
     pub send_timeout_ms: u64,
     /// Messages per pull request.
     pub poll_batch: u32,
-    /// How often acknowledged offsets are persisted to the broker, ms.
+    /// How often offsets staged by stream commits and not yet flushed are persisted to the
+    /// broker, ms (a plain ack and a commit's flush persist at once).
     pub persist_interval_ms: u64,
     /// How connections are kept alive and judged dead.
     pub connection: ConnectionConfig,
+    /// Bodies longer than this are sent zlib-compressed (as the Java client does); `0` turns
+    /// compression off.
+    pub compress_over_bytes: usize,
+    /// Largest message body sent or accepted (decompressed), bytes.
+    pub max_message_bytes: usize,
 }
 
 impl Default for RocketMqConfig {
@@ -28,6 +40,8 @@ impl Default for RocketMqConfig {
             send_timeout_ms: 3000,
             poll_batch: 32,
             persist_interval_ms: 1000,
+            compress_over_bytes: DEFAULT_COMPRESS_OVER_BYTES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             connection: ConnectionConfig::default(),
         }
     }

@@ -38,6 +38,20 @@ pub enum Error {
     /// Bytes from the wire that do not follow the protocol (frames, headers, stored messages).
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// A stored record that cannot be read back: CRC mismatch, truncated, an unknown
+    /// compression type, a body that does not decompress or inflates past the message size
+    /// limit. Permanent: every pull of that offset returns the same bytes.
+    #[error("corrupt record in topic {topic:?} queue {queue_id} at offset {offset}: {detail}")]
+    CorruptRecord {
+        /// Broker-side topic.
+        topic: String,
+        /// Queue id.
+        queue_id: i32,
+        /// Queue offset of the record (or of the first one not read).
+        offset: i64,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// A frame larger than the configured limit; refused before allocating it.
     #[error("frame of {len} bytes exceeds the {limit}-byte limit")]
     FrameTooLarge {
@@ -97,6 +111,16 @@ impl From<Error> for msgstream::Error {
         match e {
             Error::Timeout { timeout, .. } => msgstream::Error::Timeout(timeout),
             Error::Protocol(m) => msgstream::Error::Decode(m),
+            Error::CorruptRecord {
+                topic,
+                offset,
+                detail,
+                ..
+            } => msgstream::Error::Corrupt {
+                channel: topic,
+                id: msgstream::mq::MessageId::from_u64(u64::try_from(offset).unwrap_or(0)),
+                detail,
+            },
             Error::InvalidArgument(m) => msgstream::Error::InvalidArgument(m),
             Error::NoSuchQueue { .. } => msgstream::Error::InvalidArgument(e.to_string()),
             Error::Closed(what) => msgstream::Error::Closed(what),

@@ -34,7 +34,9 @@ pub mod testserver;
 
 pub use adapter::{RocketMqClient, RocketMqConsumer, RocketMqProducer, RocketMqReader};
 pub use admin::Admin;
-pub use config::{ConnectionConfig, RocketMqConfig};
+pub use config::{
+    ConnectionConfig, RocketMqConfig, DEFAULT_COMPRESS_OVER_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
+};
 pub use consumer::{
     ConsumeFrom, ConsumeRequest, ConsumeResult, ConsumerOptions, LitePullConsumer, Selector,
 };

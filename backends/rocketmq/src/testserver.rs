@@ -369,6 +369,12 @@ impl Cluster {
         }
     }
 
+    /// The store directory of broker `i` (its `commitlog/` holds the stored records); `None`
+    /// for a cluster this process did not start.
+    pub fn store_dir(&self, i: usize) -> Option<PathBuf> {
+        self.run.as_ref().map(|run| run.join(broker_name(i)))
+    }
+
     /// Client settings for this cluster (offsets persisted every 200 ms).
     pub fn config(&self) -> RocketMqConfig {
         RocketMqConfig {

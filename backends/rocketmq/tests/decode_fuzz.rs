@@ -27,7 +27,7 @@ proptest! {
 
     #[test]
     fn stored_messages_routes_and_properties(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = stored::decode_all(Bytes::from(bytes.clone()));
+        let _ = stored::decode_all(Bytes::from(bytes.clone()), 1 << 20);
         let _ = TopicRoute::parse("t", &bytes);
         let _ = properties::decode(&String::from_utf8_lossy(&bytes));
     }

@@ -271,36 +271,44 @@ impl Pumps {
         }
     }
 
-    /// Seeks one channel's consumer and restarts it. On success, deliveries queued before are
-    /// discarded (a new generation) and the first id the old generation received is returned;
-    /// on failure nothing changes: the pump goes on where it was, with everything it held.
+    /// Seeks one channel's consumer and restarts it. Once the consumer moved, deliveries
+    /// queued before are discarded (a new generation) and the first id the old generation
+    /// received is returned with the outcome: `Ok`, or the consumer's
+    /// [`Error::SeekMoved`] (it failed, but after moving). On any other failure nothing
+    /// changes: the pump goes on where it was, with everything it held.
     pub(crate) async fn seek(
         &mut self,
         index: usize,
         id: &MessageId,
         inclusive: bool,
-    ) -> Result<Option<MessageId>> {
+    ) -> std::result::Result<(Option<MessageId>, Result<()>), Error> {
         let parked = self.park(index).await?;
         let result = parked.consumer.seek(id, inclusive).await;
-        let result = result.map(|()| {
-            parked.pending.clear();
-            parked.mid_run = false;
-            parked.first_received.take()
-        });
-        if result.is_ok() {
-            if let Some(slot) = self.slots.get_mut(index) {
-                slot.generation += 1;
+        let moved = match result {
+            Ok(()) => Some(Ok(())),
+            Err(error @ Error::SeekMoved { .. }) => Some(Err(error)),
+            Err(error) => {
+                self.start(index);
+                return Err(error);
             }
+        };
+        parked.pending.clear();
+        parked.mid_run = false;
+        let first = parked.first_received.take();
+        if let Some(slot) = self.slots.get_mut(index) {
+            slot.generation += 1;
         }
         self.start(index);
-        result
+        Ok((first, moved.unwrap_or(Ok(()))))
     }
 
     /// Seeks every target in turn, so that a failure changes nothing: when one channel's seek
     /// fails, the channels moved before it are sought back to the point `rewind` names for
-    /// each (given the first id its pump had received since it last moved). Checks that can
-    /// fail before anything moves belong to the caller; this covers a backend call failing
-    /// midway. If a channel cannot be put back, the error says which and why.
+    /// each (given the first id its pump had received since it last moved), and so is the
+    /// failing channel itself if its consumer says it moved before failing
+    /// ([`Error::SeekMoved`]). Checks that can fail before anything moves belong to the
+    /// caller; this covers a backend call failing midway. If a channel cannot be put back,
+    /// the error says which and why.
     pub(crate) async fn seek_all(
         &mut self,
         targets: &[(usize, MessageId)],
@@ -310,11 +318,15 @@ impl Pumps {
         let mut moved: Vec<(usize, Rewind)> = Vec::with_capacity(targets.len());
         for (index, id) in targets {
             let error = match self.seek(*index, id, inclusive).await {
-                Ok(first) => {
+                Ok((first, Ok(()))) => {
                     moved.push((*index, rewind(*index, first)));
                     continue;
                 }
-                Err(error) => error,
+                Ok((first, Err(Error::SeekMoved { source, .. }))) => {
+                    moved.push((*index, rewind(*index, first)));
+                    *source
+                }
+                Ok((_, Err(error))) | Err(error) => error,
             };
             let mut restored = Vec::with_capacity(moved.len());
             let mut stuck = Vec::new();
@@ -326,14 +338,17 @@ impl Pumps {
                     .unwrap_or_default();
                 let outcome = match back {
                     Some((back_id, back_inclusive)) => {
-                        self.seek(back_index, &back_id, back_inclusive).await
+                        match self.seek(back_index, &back_id, back_inclusive).await {
+                            Ok((_, outcome)) => outcome,
+                            Err(e) => Err(e),
+                        }
                     }
                     None => Err(Error::InvalidArgument(
                         "nothing was received from it since it last moved".into(),
                     )),
                 };
                 match outcome {
-                    Ok(_) => restored.push(back_index),
+                    Ok(()) => restored.push(back_index),
                     Err(e) => stuck.push(format!("{channel:?} ({e})")),
                 }
             }

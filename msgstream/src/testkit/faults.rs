@@ -1,6 +1,7 @@
 //! A backend that fails where a test says: any client, with a hook consulted before each
-//! consumer's receive and seek. For the paths no real broker fails on demand: a receive that
-//! errors transiently, a seek that fails after the stream already moved other channels.
+//! consumer's receive and seek, and after each seek that went through. For the paths no real
+//! broker fails on demand: a receive that errors transiently, a seek that fails after the
+//! stream already moved other channels, a seek that fails after its own consumer moved.
 
 use std::sync::Arc;
 
@@ -17,21 +18,26 @@ use crate::{Error, Result};
 pub enum Call<'a> {
     /// `recv` or `recv_batch`.
     Receive(&'a str),
-    /// `seek`.
+    /// `seek`, before the backend's seek runs.
     Seek(&'a str),
+    /// `seek`, after the backend's seek succeeded: the consumer has moved. A fault here makes
+    /// the seek fail after the move; a truthful one is [`Error::SeekMoved`].
+    Sought(&'a str),
 }
 
 /// Decides whether a call fails, and with what (`None`: it goes through).
 pub type Fault = dyn Fn(Call<'_>) -> Option<Error> + Send + Sync;
 
-/// `inner`, except that its consumers first ask `fault` before each receive and seek.
+/// `inner`, except that its consumers ask `fault` before each receive and seek, and after
+/// each seek the backend made.
 pub struct FaultyClient {
     inner: Arc<dyn Client>,
     fault: Arc<Fault>,
 }
 
 impl FaultyClient {
-    /// Wraps `inner`; `fault` runs before every receive and seek of every consumer.
+    /// Wraps `inner`; `fault` runs before every receive and seek of every consumer, and after
+    /// every seek that succeeded.
     pub fn new(
         inner: Arc<dyn Client>,
         fault: impl Fn(Call<'_>) -> Option<Error> + Send + Sync + 'static,
@@ -78,7 +84,8 @@ impl Consumer for FaultyConsumer {
     }
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         self.check(Call::Seek(self.inner.topic()))?;
-        self.inner.seek(id, inclusive).await
+        self.inner.seek(id, inclusive).await?;
+        self.check(Call::Sought(self.inner.topic()))
     }
     async fn latest_message_id(&self) -> Result<Option<MessageId>> {
         self.inner.latest_message_id().await

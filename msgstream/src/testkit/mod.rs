@@ -14,6 +14,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod contract_checks;
+mod fault_checks;
 pub mod faults;
 pub mod metrics;
 mod mq_checks;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use contract_checks::*;
+pub use fault_checks::*;
 pub use mq_checks::*;
 pub use stream_checks::*;
 pub use tt_checks::*;
@@ -158,6 +160,7 @@ macro_rules! contract_tests {
             stream_ends_when_a_decoder_panics,
             stream_interface_extras,
             plain_positions_carry_begin_ts,
+            seek_failing_after_the_consumer_moved,
         );
     };
     (@each $harness:path; $($check:ident),* $(,)?) => {

@@ -12,20 +12,20 @@ use crate::msg::{MsgBase, MsgBody, MsgPack, MsgPosition, TimeTickMsg, TsMsg};
 use crate::stream::{MsgStream, StreamOptions};
 use crate::Error;
 
-fn pack(msgs: Vec<TsMsg>) -> MsgPack {
+pub(super) fn pack(msgs: Vec<TsMsg>) -> MsgPack {
     MsgPack {
         msgs,
         ..MsgPack::default()
     }
 }
 
-async fn producer(client: &Arc<dyn Client>, channels: &[&str]) -> MsgStream {
+pub(super) async fn producer(client: &Arc<dyn Client>, channels: &[&str]) -> MsgStream {
     let mut stream = MsgStream::new(client.clone(), StreamOptions::default());
     stream.as_producer(channels).await.expect("as_producer");
     stream
 }
 
-async fn consumer(
+pub(super) async fn consumer(
     client: &Arc<dyn Client>,
     channels: &[&str],
     position: InitialPosition,
@@ -38,7 +38,7 @@ async fn consumer(
     stream
 }
 
-async fn next_msg(stream: &mut MsgStream) -> TsMsg {
+pub(super) async fn next_msg(stream: &mut MsgStream) -> TsMsg {
     let pack = within("a pack", stream.next_pack())
         .await
         .expect("stream open")

@@ -341,7 +341,13 @@ impl Consumer for OrderedConsumer {
         }
         self.commit.epoch.fetch_add(1, Ordering::AcqRel);
         self.restarted = false;
-        self.read_from(offset).await
+        // The subscription's offset has moved: a failure from here on says so.
+        self.read_from(offset)
+            .await
+            .map_err(|source| Error::SeekMoved {
+                channel: self.commit.topic.clone(),
+                source: Box::new(source),
+            })
     }
 
     async fn latest_message_id(&self) -> Result<Option<MessageId>> {

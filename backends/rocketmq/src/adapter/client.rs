@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub admin: Admin,
     pub namespace: Namespace,
     pub producer: RawProducer,
+    /// Consumers with acks staged and not yet flushed.
+    pub staged: Arc<super::staged::Staged>,
     /// (channel, subscription) pairs with a live consumer (see the lease module).
     pub leases: Arc<Mutex<HashSet<(String, String)>>>,
     closed: AtomicBool,
@@ -149,13 +151,16 @@ impl RocketMqClient {
             ));
         }
         let namespace = Namespace::new(&config.namespace);
-        let producer = RawProducer::new(admin.clone(), "msgstream-producer", namespace.clone(), 2);
+        let producer = RawProducer::new(admin.clone(), "msgstream-producer", namespace.clone(), 2)
+            .compress_over(config.compress_over_bytes)
+            .max_message_bytes(config.max_message_bytes);
         Ok(RocketMqClient {
             shared: Arc::new(Shared {
                 config,
                 admin,
                 namespace,
                 producer,
+                staged: Arc::default(),
                 leases: Arc::default(),
                 closed: AtomicBool::new(false),
                 closing: watch::channel(false).0,

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +14,8 @@ use msgstream::{Error, Result};
 
 use super::client::Shared;
 use super::lease::Lease;
-use super::{broker_name, checked_offset, id_of, offset_of, to_message};
+use super::staged::Staged;
+use super::{broker_name, channel_error, checked_offset, id_of, offset_of, to_message};
 use crate::consumer::{ConsumeFrom, ConsumerOptions as LiteOptions, LitePullConsumer};
 use crate::{MessageQueue, BACKEND};
 
@@ -22,7 +23,8 @@ use crate::{MessageQueue, BACKEND};
 static EPOCHS: AtomicU64 = AtomicU64::new(1);
 
 /// A consumer of one subscription. It is assigned the channel's only queue; acks move the
-/// group's offset cumulatively, persisted on an interval, on close and by [`Self::flush`].
+/// group's offset cumulatively: an ack persists it before returning, a staged ack (a stream's
+/// commit) at the acker's flush, and what is left at the periodic persist and on close.
 /// It holds the subscription's lease until closed or dropped: subscriptions are exclusive per
 /// client (RocketMQ cannot tell one process about another's consumers, so two processes
 /// consuming one subscription are not detected).
@@ -32,10 +34,13 @@ pub struct RocketMqConsumer {
     acks: Arc<Acks>,
     buffer: VecDeque<Message>,
     lease: Lease,
+    /// The record the queue stopped at (its id and what is wrong with it): every receive
+    /// reports it until a seek moves past it.
+    corrupt: Option<(MessageId, String)>,
 }
 
 /// What acking needs, shared by a consumer and its [`Acker`] handles.
-struct Acks {
+pub(super) struct Acks {
     channel: SharedStr,
     queue: MessageQueue,
     lite: LitePullConsumer,
@@ -43,12 +48,44 @@ struct Acks {
     /// The next offset to consume as acked so far (acks are cumulative: it never moves back,
     /// except by a seek).
     acked: AtomicI64,
-    closed: AtomicBool,
+    pub(super) closed: AtomicBool,
+    /// This acker, for the client's list of ackers with staged acks.
+    me: Weak<Acks>,
+    staged: Arc<Staged>,
 }
 
 #[async_trait]
 impl Acker for Acks {
     async fn ack(&self, message: &Message) -> Result<()> {
+        self.record(message)?;
+        // The mq contract: an ack that returned survives this process dying, so the offset goes
+        // to the broker now, not at the next periodic persist. If that fails (a broker
+        // restarting), the offset stays marked and the error says so; acking again, a flush or
+        // the periodic persist sends it.
+        self.persist().await
+    }
+
+    /// Moves the acked position in memory only: the next [`Acker::flush`] (of this or any
+    /// acker of the same client) persists it, with one UPDATE_CONSUMER_OFFSET per queue
+    /// however many acks were staged; until then the periodic persist may.
+    async fn stage(&self, message: &Message) -> Result<()> {
+        self.record(message)?;
+        self.staged.add(self.me.clone());
+        Ok(())
+    }
+
+    /// Persists what every acker of this client staged, one request per queue, all at once.
+    async fn flush(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("rocketmq consumer"));
+        }
+        self.staged.flush().await
+    }
+}
+
+impl Acks {
+    /// Checks that `message` may be acked here and moves the acked position past it (in memory).
+    fn record(&self, message: &Message) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("rocketmq consumer"));
         }
@@ -69,10 +106,11 @@ impl Acker for Acks {
         if self.acked.fetch_max(next, Ordering::AcqRel) < next {
             self.lite.update_offset(&self.queue, next)?;
         }
-        // The mq contract: an ack that returned survives this process dying, so the offset goes
-        // to the broker now, not at the next periodic persist. If that fails (a broker
-        // restarting), the offset stays marked and the error says so; acking again, or the
-        // periodic persist, sends it.
+        Ok(())
+    }
+
+    /// Sends the queue's offset to the broker if it changed since it was last sent.
+    pub(super) async fn persist(&self) -> Result<()> {
         match self.lite.persist_offset().await {
             Ok(()) => Ok(()),
             // The topic had a route when this consumer opened. While its broker restarts, the
@@ -82,11 +120,23 @@ impl Acker for Acks {
             Err(crate::Error::TopicNotFound(topic)) => Err(Error::transient(
                 BACKEND,
                 format!(
-                    "offset of topic {topic:?} not persisted: the topic has no route now (its broker may be restarting); the offset is kept and sent again by the next ack or periodic persist"
+                    "offset of topic {topic:?} not persisted: the topic has no route now (its broker may be restarting); the offset is kept and sent again by the next ack, flush or periodic persist"
                 ),
             )),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// The error of a seek whose offset could not be persisted: nothing moved.
+fn seek_not_made(offset: i64, cause: crate::Error) -> Error {
+    let message = format!(
+        "seek to offset {offset} not made: persisting it failed ({cause}); the consumer reads on where it was"
+    );
+    if cause.is_transient() {
+        Error::transient(BACKEND, message)
+    } else {
+        Error::backend(BACKEND, message)
     }
 }
 
@@ -125,6 +175,7 @@ impl RocketMqConsumer {
             total_buffer: (options.buffer / batch as usize).max(2),
             persist_interval: Duration::from_millis(config.persist_interval_ms.max(1)),
             request_timeout: Duration::from_millis(config.send_timeout_ms.max(1)),
+            max_message_bytes: config.max_message_bytes,
             ..LiteOptions::new(group)
         };
         let lite = LitePullConsumer::new(admin, shared.namespace.clone(), lite_options)?;
@@ -132,17 +183,20 @@ impl RocketMqConsumer {
         lite.start().await?;
         Ok(RocketMqConsumer {
             subscription: options.subscription.clone(),
-            acks: Arc::new(Acks {
+            acks: Arc::new_cyclic(|me| Acks {
                 channel: SharedStr::interned(&options.topic),
                 queue,
                 lite,
                 epoch: AtomicU64::new(EPOCHS.fetch_add(1, Ordering::Relaxed)),
                 acked: AtomicI64::new(acked),
                 closed: AtomicBool::new(false),
+                me: me.clone(),
+                staged: shared.staged.clone(),
             }),
             shared,
             buffer: VecDeque::new(),
             lease,
+            corrupt: None,
         })
     }
 
@@ -160,7 +214,7 @@ impl RocketMqConsumer {
     /// Persists the acked position now.
     pub async fn flush(&self) -> Result<()> {
         self.check_open()?;
-        Ok(self.acks.lite.persist_offset().await?)
+        self.acks.persist().await
     }
 }
 
@@ -189,6 +243,13 @@ impl Consumer for RocketMqConsumer {
                 let n = max.min(self.buffer.len());
                 return Ok(self.buffer.drain(..n).collect());
             }
+            if let Some((id, detail)) = &self.corrupt {
+                return Err(Error::Corrupt {
+                    channel: self.acks.channel.to_string(),
+                    id: id.clone(),
+                    detail: detail.clone(),
+                });
+            }
             let polled = tokio::select! {
                 polled = self.acks.lite.poll(Duration::from_secs(3600)) => polled,
                 _ = closing.changed() => return Ok(Vec::new()),
@@ -209,7 +270,10 @@ impl Consumer for RocketMqConsumer {
                 }
                 Ok(None) => {}
                 Err(crate::Error::Closed(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
+                Err(crate::Error::CorruptRecord { offset, detail, .. }) => {
+                    self.corrupt = Some((id_of(offset), detail));
+                }
+                Err(e) => return Err(channel_error(&self.acks.channel, e)),
             }
         }
     }
@@ -223,6 +287,10 @@ impl Consumer for RocketMqConsumer {
         self.acks.clone()
     }
 
+    /// Atomic: the new offset is persisted first, and only once the broker took it does the
+    /// consumer move. A failed seek leaves the consumer reading where it was; should the
+    /// broker have stored the new offset before the failure (a lost answer), the old one is
+    /// marked to be sent again by the next ack, flush or periodic persist.
     async fn seek(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         self.check_open()?;
         let offset = checked_offset(
@@ -233,10 +301,16 @@ impl Consumer for RocketMqConsumer {
             inclusive,
         )
         .await?;
-        self.acks.lite.reposition(&self.acks.queue, offset)?;
-        self.acks.lite.persist_offset().await?;
+        let queue = &self.acks.queue;
+        if let Err(e) = self.acks.lite.commit_offset(queue, offset).await {
+            let acked = self.acks.acked.load(Ordering::Acquire);
+            self.acks.lite.update_offset(queue, acked)?;
+            return Err(seek_not_made(offset, e));
+        }
+        self.acks.lite.reposition(queue, offset)?;
         self.acks.acked.store(offset, Ordering::Release);
         self.buffer.clear();
+        self.corrupt = None;
         self.acks
             .epoch
             .store(EPOCHS.fetch_add(1, Ordering::Relaxed), Ordering::Release);

@@ -6,6 +6,7 @@ mod consumer;
 mod lease;
 mod producer;
 mod reader;
+mod staged;
 
 pub use client::RocketMqClient;
 pub use consumer::RocketMqConsumer;
@@ -83,6 +84,19 @@ pub(crate) async fn checked_offset(
         });
     }
     Ok(offset)
+}
+
+/// A client error as the mq layer reports it for `channel`: a corrupt record names the
+/// channel and the message id, not the broker-side topic and offset.
+pub(crate) fn channel_error(channel: &str, error: crate::Error) -> Error {
+    match error {
+        crate::Error::CorruptRecord { offset, detail, .. } => Error::Corrupt {
+            channel: channel.to_owned(),
+            id: id_of(offset),
+            detail,
+        },
+        other => other.into(),
+    }
 }
 
 /// The id of the message at `offset`.

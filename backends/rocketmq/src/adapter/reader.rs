@@ -10,7 +10,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{broker_name, checked_offset, to_message};
+use super::{broker_name, channel_error, checked_offset, to_message};
 use crate::consumer::{pull, PullRequest};
 use crate::MessageQueue;
 
@@ -73,8 +73,11 @@ impl RocketMqReader {
             max: self.shared.config.poll_batch.max(1),
             expression: "*",
             suspend: if wait { LONG_POLL } else { Duration::ZERO },
+            max_body: self.shared.config.max_message_bytes,
         };
-        let outcome = pull(&self.shared.admin, &request).await?;
+        let outcome = pull(&self.shared.admin, &request)
+            .await
+            .map_err(|e| channel_error(&self.channel, e))?;
         if outcome.offset_moved && outcome.next_offset < self.offset {
             // The broker has not indexed the newest acknowledged messages yet; moving back
             // would return messages before the cursor.

@@ -9,6 +9,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::pull::{pull, PullRequest};
 use super::Inner;
+use crate::error::Error;
 use crate::protocol::route::MessageQueue;
 use crate::protocol::stored::StoredMessage;
 
@@ -25,6 +26,18 @@ pub struct ConsumeRequest {
     pub messages: Vec<StoredMessage>,
     pub(super) generation: u64,
     pub(super) _permit: OwnedSemaphorePermit,
+}
+
+/// What a fetch task hands to `poll`.
+pub(super) enum Fetched {
+    /// Messages.
+    Batch(ConsumeRequest),
+    /// The queue cannot go on: the record at its position cannot be decoded. The task stopped.
+    Failed {
+        queue: MessageQueue,
+        generation: u64,
+        error: Error,
+    },
 }
 
 /// Where a fetch task starts and what can stop or pause it.
@@ -54,6 +67,7 @@ pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
             max: inner.options.pull_batch,
             expression: &expression,
             suspend: inner.options.long_poll,
+            max_body: inner.options.max_message_bytes,
         };
         match pull(&inner.admin, &request).await {
             Ok(outcome) if outcome.offset_moved && outcome.next_offset < task.offset => {
@@ -82,9 +96,22 @@ pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
                     generation: task.generation,
                     _permit: permit,
                 };
-                if inner.batches.send(request).await.is_err() {
+                if inner.batches.send(Fetched::Batch(request)).await.is_err() {
                     return;
                 }
+            }
+            Err(error @ Error::CorruptRecord { .. }) => {
+                // The broker returns the same bytes on every pull: retrying would freeze the
+                // queue for good. The consumer is told, and fetching stops until a seek.
+                tracing::warn!(queue = %task.queue, %error, "rocketmq queue stopped at a record it cannot decode");
+                let failed = Fetched::Failed {
+                    queue: task.queue.clone(),
+                    generation: task.generation,
+                    error,
+                };
+                drop(permit);
+                let _ = inner.batches.send(failed).await;
+                return;
             }
             Err(e) => {
                 drop(permit);

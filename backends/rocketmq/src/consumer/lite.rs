@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch, Notify};
 
+use super::fetch::Fetched;
 use super::pull::{pull, PullOutcome, PullRequest};
 use super::{ConsumeRequest, ConsumerOptions, Inner, Mode, Selector, State};
 use crate::admin::Admin;
@@ -28,7 +29,7 @@ pub enum ConsumeResult {
 /// A lite pull consumer (see the module docs of [`crate::consumer`]).
 pub struct LitePullConsumer {
     pub(super) inner: Arc<Inner>,
-    batches: tokio::sync::Mutex<mpsc::Receiver<ConsumeRequest>>,
+    batches: tokio::sync::Mutex<mpsc::Receiver<Fetched>>,
     notices: Mutex<Option<mpsc::UnboundedReceiver<ServerRequest>>>,
 }
 
@@ -47,6 +48,7 @@ impl LitePullConsumer {
             remoting: Arc::new(remoting),
             namesrv: shared.namesrv.clone(),
             timeout: options.request_timeout,
+            offset_updates: shared.offset_updates.clone(),
         };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -198,6 +200,8 @@ impl LitePullConsumer {
     }
 
     /// The next buffered batch of one queue, waiting up to `timeout`; `None` if nothing new came.
+    /// A queue whose next record cannot be decoded ([`Error::CorruptRecord`]) stops fetching and
+    /// reports it here once; a seek of that queue starts it again.
     pub async fn poll(&self, timeout: Duration) -> Result<Option<ConsumeRequest>> {
         self.check_open()?;
         if !self.inner.state().started {
@@ -214,7 +218,14 @@ impl LitePullConsumer {
             match next {
                 Err(_) => return Ok(None),
                 Ok(None) => return Err(Error::Closed("rocketmq consumer")),
-                Ok(Some(request)) if self.inner.is_current(&request) => return Ok(Some(request)),
+                Ok(Some(Fetched::Batch(request))) if self.inner.is_current(&request) => {
+                    return Ok(Some(request))
+                }
+                Ok(Some(Fetched::Failed {
+                    queue,
+                    generation,
+                    error,
+                })) if self.inner.is_current_fetch(&queue, generation) => return Err(error),
                 Ok(Some(_stale)) => {}
             }
         }
@@ -272,6 +283,7 @@ impl LitePullConsumer {
             max,
             expression: &expression,
             suspend: Duration::ZERO,
+            max_body: self.inner.options.max_message_bytes,
         };
         let mut outcome = pull(&self.inner.admin, &request).await?;
         outcome.messages = outcome

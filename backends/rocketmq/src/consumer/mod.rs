@@ -76,7 +76,7 @@ struct Inner {
     sub_version: u128,
     offsets: OffsetStore,
     state: Mutex<State>,
-    batches: mpsc::Sender<ConsumeRequest>,
+    batches: mpsc::Sender<fetch::Fetched>,
     closed: AtomicBool,
     rebalance_now: Notify,
     shutdown: watch::Sender<bool>,
@@ -114,10 +114,15 @@ impl Inner {
     /// Whether `request` still belongs to the queue's current fetch (not from before a seek or
     /// a reassignment).
     fn is_current(&self, request: &ConsumeRequest) -> bool {
+        self.is_current_fetch(&request.queue, request.generation)
+    }
+
+    /// Whether `generation` is the current fetch of `queue`.
+    fn is_current_fetch(&self, queue: &MessageQueue, generation: u64) -> bool {
         self.state()
             .queues
-            .get(&request.queue)
-            .is_some_and(|q| q.generation == request.generation)
+            .get(queue)
+            .is_some_and(|q| q.generation == generation)
     }
 
     /// Where fetching of `mq` starts: the in-memory offset, the group's committed offset, or

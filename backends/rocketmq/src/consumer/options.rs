@@ -83,6 +83,9 @@ pub struct ConsumerOptions {
     pub retry_delay_level: i32,
     /// Timeout of ordinary requests.
     pub request_timeout: Duration,
+    /// Largest message body accepted, after decompression: a compressed body inflating past
+    /// it is a corrupt record, not an allocation (RocketMQ's `maxMessageSize`).
+    pub max_message_bytes: usize,
 }
 
 impl ConsumerOptions {
@@ -101,6 +104,7 @@ impl ConsumerOptions {
             max_reconsume_times: 16,
             retry_delay_level: 0,
             request_timeout: Duration::from_secs(3),
+            max_message_bytes: crate::config::DEFAULT_MAX_MESSAGE_BYTES,
         }
     }
 }

@@ -21,6 +21,16 @@ impl LitePullConsumer {
             .await
     }
 
+    /// Stores `offset` as the group's committed offset of `mq` on the broker now (one
+    /// UPDATE_CONSUMER_OFFSET), leaving the in-memory position alone.
+    pub async fn commit_offset(&self, mq: &MessageQueue, offset: i64) -> Result<()> {
+        self.check_open()?;
+        self.inner
+            .admin
+            .update_consumer_offset(&self.inner.group, mq, offset)
+            .await
+    }
+
     /// The group's offset of `mq`: in memory, else as committed on the broker.
     pub async fn current_offset(&self, mq: &MessageQueue) -> Result<Option<i64>> {
         self.check_open()?;

@@ -39,9 +39,12 @@ pub struct PullRequest<'a> {
     pub expression: &'a str,
     /// How long the broker may wait for a message (zero: answer at once).
     pub suspend: Duration,
+    /// Largest body accepted after decompression.
+    pub max_body: usize,
 }
 
-/// Sends `request` to the queue's broker and decodes the answer.
+/// Sends `request` to the queue's broker and decodes the answer. A record that cannot be
+/// decoded is [`Error::CorruptRecord`] (permanent: the broker answers the same bytes again).
 pub async fn pull(admin: &Admin, request: &PullRequest<'_>) -> Result<PullOutcome> {
     let addr = admin.broker_of(request.queue).await?;
     let mut flag = SUBSCRIPTION;
@@ -79,11 +82,30 @@ pub async fn pull(admin: &Admin, request: &PullRequest<'_>) -> Result<PullOutcom
     match response.code {
         codes::SUCCESS => {
             let next_offset = next(&response)?;
-            Ok(PullOutcome {
-                messages: stored::decode_all(response.body)?,
-                next_offset,
-                offset_moved: false,
-            })
+            let (messages, bad) = stored::decode_prefix(response.body, request.max_body);
+            match bad {
+                None => Ok(PullOutcome {
+                    messages,
+                    next_offset,
+                    offset_moved: false,
+                }),
+                // The records before the bad one first; the next pull starts at it.
+                Some(bad) if !messages.is_empty() => Ok(PullOutcome {
+                    next_offset: bad.queue_offset.unwrap_or_else(|| {
+                        messages
+                            .last()
+                            .map_or(request.offset, |m| m.queue_offset + 1)
+                    }),
+                    messages,
+                    offset_moved: false,
+                }),
+                Some(bad) => Err(Error::CorruptRecord {
+                    topic: request.queue.topic.clone(),
+                    queue_id: request.queue.queue_id,
+                    offset: bad.queue_offset.unwrap_or(request.offset),
+                    detail: bad.detail,
+                }),
+            }
         }
         codes::PULL_NOT_FOUND | codes::PULL_RETRY_IMMEDIATELY => Ok(PullOutcome {
             messages: Vec::new(),

@@ -5,12 +5,11 @@ use std::collections::BTreeMap;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::properties;
+use super::{compression, properties};
 use crate::error::{Error, Result};
 
 const MAGIC_V1: i32 = -626_843_481;
 const MAGIC_V2: i32 = -626_843_477;
-const FLAG_COMPRESSED: i32 = 0x1;
 const FLAG_BORNHOST_V6: i32 = 0x10;
 const FLAG_STOREHOST_V6: i32 = 0x20;
 
@@ -56,45 +55,94 @@ impl StoredMessage {
     }
 }
 
-fn need(buf: &Bytes, n: usize) -> Result<()> {
+/// Why a record of a pull response cannot be read. Permanent: the broker sends the same bytes
+/// on every pull of that offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    /// The record's queue offset, when its header could be read.
+    pub queue_offset: Option<i64>,
+    /// What is wrong with it.
+    pub detail: String,
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
+type Decoded<T> = std::result::Result<T, RecordError>;
+
+fn bad(queue_offset: Option<i64>, detail: impl Into<String>) -> RecordError {
+    RecordError {
+        queue_offset,
+        detail: detail.into(),
+    }
+}
+
+fn need(buf: &Bytes, n: usize, at: Option<i64>) -> Decoded<()> {
     if buf.remaining() < n {
-        return Err(Error::Protocol("stored message truncated".into()));
+        return Err(bad(at, "stored message truncated"));
     }
     Ok(())
 }
 
-fn len(v: i64) -> Result<usize> {
-    usize::try_from(v).map_err(|_| Error::Protocol(format!("negative length {v}")))
+fn len(v: i64, at: Option<i64>) -> Decoded<usize> {
+    usize::try_from(v).map_err(|_| bad(at, format!("negative length {v}")))
 }
 
-/// Decodes every record of a pull response body, checking each body's CRC.
-pub fn decode_all(mut body: Bytes) -> Result<Vec<StoredMessage>> {
-    let mut out = Vec::new();
-    while body.has_remaining() {
-        need(&body, 4)?;
-        let total = len(i64::from(i32::from_be_bytes([
-            body[0], body[1], body[2], body[3],
-        ])))?;
-        if total < 4 {
-            return Err(Error::Protocol(format!("record size {total}")));
-        }
-        need(&body, total)?;
-        out.push(decode_one(body.split_to(total))?);
+/// Decodes every record of a pull response body, checking each body's CRC and decompressing
+/// compressed bodies (see [`compression`]) up to `max_body` bytes each.
+pub fn decode_all(body: Bytes, max_body: usize) -> Decoded<Vec<StoredMessage>> {
+    match decode_prefix(body, max_body) {
+        (messages, None) => Ok(messages),
+        (_, Some(error)) => Err(error),
     }
-    Ok(out)
 }
 
-fn decode_one(mut r: Bytes) -> Result<StoredMessage> {
-    need(&r, 48)?;
+/// Like [`decode_all`], but keeps the records before the first one that cannot be decoded:
+/// those records, and why the next one cannot be read (if one cannot).
+pub fn decode_prefix(
+    mut body: Bytes,
+    max_body: usize,
+) -> (Vec<StoredMessage>, Option<RecordError>) {
+    let mut out: Vec<StoredMessage> = Vec::new();
+    while body.has_remaining() {
+        // A record too short to name its offset is blamed on the offset after the last good one.
+        let after = out.last().map(|m| m.queue_offset + 1);
+        match next_record(&mut body, max_body, after) {
+            Ok(message) => out.push(message),
+            Err(error) => return (out, Some(error)),
+        }
+    }
+    (out, None)
+}
+
+fn next_record(body: &mut Bytes, max_body: usize, after: Option<i64>) -> Decoded<StoredMessage> {
+    need(body, 4, after)?;
+    let total = len(
+        i64::from(i32::from_be_bytes([body[0], body[1], body[2], body[3]])),
+        after,
+    )?;
+    if total < 4 {
+        return Err(bad(after, format!("record size {total}")));
+    }
+    need(body, total, after)?;
+    decode_one(body.split_to(total), max_body, after)
+}
+
+fn decode_one(mut r: Bytes, max_body: usize, after: Option<i64>) -> Decoded<StoredMessage> {
+    need(&r, 48, after)?;
     let _total = r.get_i32();
     let magic = r.get_i32();
     if magic != MAGIC_V1 && magic != MAGIC_V2 {
-        return Err(Error::Protocol(format!("stored message magic {magic:#x}")));
+        return Err(bad(after, format!("stored message magic {magic:#x}")));
     }
     let crc = r.get_i32();
     let queue_id = r.get_i32();
     let flag = r.get_i32();
     let queue_offset = r.get_i64();
+    let at = Some(queue_offset);
     let commit_log_offset = r.get_i64();
     let sysflag = r.get_i32();
     let born_timestamp = r.get_i64();
@@ -103,7 +151,7 @@ fn decode_one(mut r: Bytes) -> Result<StoredMessage> {
     } else {
         4
     };
-    need(&r, born_len + 4 + 8)?;
+    need(&r, born_len + 4 + 8, at)?;
     r.advance(born_len + 4);
     let store_timestamp = r.get_i64();
     let store_len = if sysflag & FLAG_STOREHOST_V6 != 0 {
@@ -111,35 +159,30 @@ fn decode_one(mut r: Bytes) -> Result<StoredMessage> {
     } else {
         4
     };
-    need(&r, store_len + 4 + 16)?;
+    need(&r, store_len + 4 + 16, at)?;
     let store_host = r.split_to(store_len + 4);
     let reconsume_times = r.get_i32();
     let _prepared = r.get_i64();
-    let body_len = len(i64::from(r.get_i32()))?;
-    need(&r, body_len)?;
+    let body_len = len(i64::from(r.get_i32()), at)?;
+    need(&r, body_len, at)?;
     let body = r.split_to(body_len);
     if (crc32fast::hash(&body) & 0x7FFF_FFFF) as i32 != crc {
-        return Err(Error::Protocol(format!(
-            "body CRC mismatch at queue offset {queue_offset}"
-        )));
+        return Err(bad(at, "body CRC mismatch"));
     }
-    if sysflag & FLAG_COMPRESSED != 0 {
-        return Err(Error::Protocol(format!(
-            "message at queue offset {queue_offset} is compressed; compressed bodies are not supported"
-        )));
-    }
+    let body =
+        compression::decompress(sysflag, body, max_body).map_err(|e| bad(at, e.to_string()))?;
     let topic_len = if magic == MAGIC_V2 {
-        need(&r, 2)?;
-        len(i64::from(r.get_i16()))?
+        need(&r, 2, at)?;
+        len(i64::from(r.get_i16()), at)?
     } else {
-        need(&r, 1)?;
+        need(&r, 1, at)?;
         usize::from(r.get_u8())
     };
-    need(&r, topic_len + 2)?;
-    let topic = utf8(r.split_to(topic_len), "topic")?;
-    let props_len = len(i64::from(r.get_i16()))?;
-    need(&r, props_len)?;
-    let props = properties::decode(&utf8(r.split_to(props_len), "properties")?);
+    need(&r, topic_len + 2, at)?;
+    let topic = utf8(r.split_to(topic_len), "topic", at)?;
+    let props_len = len(i64::from(r.get_i16()), at)?;
+    need(&r, props_len, at)?;
+    let props = properties::decode(&utf8(r.split_to(props_len), "properties", at)?);
     let mut id = String::with_capacity(2 * (store_len + 12));
     for b in store_host
         .iter()
@@ -162,8 +205,8 @@ fn decode_one(mut r: Bytes) -> Result<StoredMessage> {
     })
 }
 
-fn utf8(b: Bytes, what: &str) -> Result<String> {
-    String::from_utf8(b.to_vec()).map_err(|_| Error::Protocol(format!("{what} is not UTF-8")))
+fn utf8(b: Bytes, what: &str, at: Option<i64>) -> Decoded<String> {
+    String::from_utf8(b.to_vec()).map_err(|_| bad(at, format!("{what} is not UTF-8")))
 }
 
 /// Encodes messages for SEND_BATCH_MESSAGE: per message size, magic 0, CRC 0 (the broker

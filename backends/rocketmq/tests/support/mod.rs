@@ -3,6 +3,7 @@
 
 pub mod lite;
 pub mod proxy;
+pub mod raw;
 
 pub use msgstream_rocketmq::testserver::*;
 
