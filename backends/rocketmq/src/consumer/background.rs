@@ -90,7 +90,7 @@ async fn rebalance_loop(
 }
 
 /// Ends a failure streak, saying so at warn if its failures were.
-fn recovered(failures: &mut Streak, what: &str, group: &str) {
+pub(super) fn recovered(failures: &mut Streak, what: &str, group: &str) {
     let streak = failures.succeeded();
     if streak >= crate::remoting::backoff::QUIET_FAILURES {
         tracing::warn!(%group, failures = streak, "{what} works again");

@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use super::background::recovered;
 use super::pull::{pull, PullRequest};
 use super::Inner;
 use crate::error::Error;
 use crate::protocol::route::MessageQueue;
 use crate::protocol::stored::StoredMessage;
+use crate::remoting::backoff::{log_failure, Streak};
 
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -53,6 +55,7 @@ pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
     let selector = inner.selector_of(&task.queue.topic);
     let expression = selector.expression();
     let mut backoff = MIN_BACKOFF;
+    let mut failures = Streak::default();
     loop {
         if !wait_unpaused(&mut task.paused).await {
             return;
@@ -79,6 +82,7 @@ pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
             }
             Ok(outcome) => {
                 backoff = MIN_BACKOFF;
+                recovered(&mut failures, "rocketmq pull", &inner.group);
                 task.offset = outcome.next_offset;
                 let messages: Vec<StoredMessage> = outcome
                     .messages
@@ -118,7 +122,7 @@ pub(super) async fn run(inner: Arc<Inner>, mut task: FetchTask) {
                 if inner.closed.load(Ordering::Acquire) {
                     return;
                 }
-                tracing::debug!(queue = %task.queue, error = %e, "rocketmq pull failed; retrying");
+                log_failure!(failures, "rocketmq pull (retried with backoff)", group = %inner.group, queue = %task.queue, error = %e);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
