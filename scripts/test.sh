@@ -8,6 +8,11 @@ scripts/install-deps.sh
 # RocketMQ name server and broker for the rocketmq tests: built once per machine into
 # /var/cache/msgstream/rocketmq (debug: about 490 s of CPU, 8-16 min cold), reused after that.
 scripts/install-rocketmq.sh >/dev/null
+# The reference client (backends/rocketmq/reference, rocketmq-client-rust) that
+# tests/reference_interop.rs exchanges compressed bodies with: built once per machine (and again
+# when its sources change) into /var/cache/msgstream/rocketmq-reference.
+MSGSTREAM_ROCKETMQ_REFERENCE=$(scripts/install-rocketmq-reference.sh)
+export MSGSTREAM_ROCKETMQ_REFERENCE
 cargo build --workspace --examples
 for example in quickstart timetick seek_after_restart two_backends; do
   cargo run --quiet --example "$example" >/dev/null

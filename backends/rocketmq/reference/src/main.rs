@@ -10,6 +10,8 @@
 //! reference consume       --namesrv ADDR --topic T --group G --messages 3968 [--pull-batch 32]
 //! ```
 //!
+//! The `send` and `receive` cases (module [`interop`]) serve the interop test instead.
+//!
 //! Each case does what the bench does with our client:
 //! - `produce`: `senders` tasks share one started `DefaultMQProducer`, each sending
 //!   `messages / senders` messages (topic + body, no tag) one at a time with the synchronous
@@ -27,6 +29,9 @@
 //! begins heartbeats; ours has no start), so each side's first send includes its route lookup.
 //! The runtime is a 2-worker multi-thread tokio runtime, as the bench's.
 
+mod interop;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,6 +56,8 @@ enum Case {
     Produce,
     ProduceBatch,
     Consume,
+    Send,
+    Receive,
 }
 
 #[derive(Debug)]
@@ -64,6 +71,9 @@ struct Args {
     batch: usize,
     messages: usize,
     pull_batch: i32,
+    sizes: Vec<usize>,
+    count: usize,
+    out: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -72,9 +82,11 @@ fn parse_args() -> Result<Args> {
         Some("produce") => Case::Produce,
         Some("produce-batch") => Case::ProduceBatch,
         Some("consume") => Case::Consume,
+        Some("send") => Case::Send,
+        Some("receive") => Case::Receive,
         other => {
             return Err(format!(
-                "unknown case {other:?}; expected produce, produce-batch or consume"
+                "unknown case {other:?}; expected produce, produce-batch, consume, send or receive"
             )
             .into())
         }
@@ -89,6 +101,9 @@ fn parse_args() -> Result<Args> {
         batch: 64,
         messages: 4000,
         pull_batch: 32,
+        sizes: Vec::new(),
+        count: 0,
+        out: None,
     };
     while let Some(flag) = raw.next() {
         let value = raw.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -106,14 +121,22 @@ fn parse_args() -> Result<Args> {
             "--batch" => args.batch = number()?.max(1),
             "--messages" => args.messages = number()?,
             "--pull-batch" => args.pull_batch = i32::try_from(number()?)?,
+            "--sizes" => {
+                args.sizes = value
+                    .split(',')
+                    .map(|s| s.parse().map_err(|e| format!("--sizes {s:?}: {e}")))
+                    .collect::<std::result::Result<_, _>>()?
+            }
+            "--count" => args.count = number()?,
+            "--out" => args.out = Some(PathBuf::from(&value)),
             _ => return Err(format!("unknown option {flag}").into()),
         }
     }
     if args.namesrv.is_empty() || args.topic.is_empty() {
         return Err("--namesrv and --topic are required".into());
     }
-    if matches!(args.case, Case::Consume) && args.group.is_empty() {
-        return Err("consume needs --group".into());
+    if matches!(args.case, Case::Consume | Case::Receive) && args.group.is_empty() {
+        return Err("consume and receive need --group".into());
     }
     Ok(args)
 }
@@ -275,6 +298,8 @@ fn main() -> ExitCode {
             Case::Produce => produce(&runtime, &args).await,
             Case::ProduceBatch => produce_batch(&runtime, &args).await,
             Case::Consume => consume(&runtime, &args).await,
+            Case::Send => interop::send(&runtime, &args).await,
+            Case::Receive => interop::receive(&runtime, &args).await,
         };
         runtime.shutdown().await;
         result
