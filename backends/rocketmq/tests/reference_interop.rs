@@ -13,7 +13,7 @@ use std::process::Command;
 
 use msgstream::mq::{Client, ConsumerOptions, InitialPosition, ProducerMessage};
 use msgstream::testkit::within;
-use msgstream_rocketmq::protocol::compression::Codec;
+use msgstream_rocketmq::protocol::compression::{Codec, COMPRESSED_FLAG};
 use msgstream_rocketmq::{MessageQueue, RocketMqClient};
 use support::raw;
 
@@ -148,10 +148,19 @@ async fn our_compressed_bodies_are_received_by_the_reference() {
         .map(|&size| raw::payload(size, size as u64))
         .collect();
     for body in &bodies {
-        producer
+        let id = producer
             .send(ProducerMessage::new(body.clone()))
             .await
             .expect("send");
+        // A channel is its route's first queue; ours zlib-compresses under the 4.x bit.
+        let offset = id.as_u64().expect("offset") as i64;
+        let (sysflag, stored) = raw::stored_record(client.admin(), &mq, offset).await;
+        assert_eq!(sysflag & 0x701, COMPRESSED_FLAG, "{} bytes", body.len());
+        assert!(
+            stored.len() < body.len(),
+            "{} bytes stored compressed",
+            body.len()
+        );
     }
     let out = std::env::temp_dir().join(support::unique("reference-received"));
     let count = bodies.len().to_string();
