@@ -48,7 +48,7 @@ fn demo_line(out: &Output) -> String {
 }
 
 /// The lines of a child's pipe, read on a thread so that waiting for one can time out.
-fn lines(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+pub(crate) fn lines(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(pipe).lines() {
@@ -88,7 +88,7 @@ fn signal(child: &Child, name: &str) {
 
 /// A running msgstream, killed when dropped before it exited: a test that fails while waiting
 /// on it leaves no endless `produce` behind.
-struct Running(Option<Child>);
+pub(crate) struct Running(Option<Child>);
 
 impl std::ops::Deref for Running {
     type Target = Child;
@@ -114,7 +114,7 @@ impl Drop for Running {
 }
 
 /// Waits for the child to exit within [`PROMPTLY`]; kills it and fails otherwise.
-fn exit_within(mut running: Running) -> ExitStatus {
+pub(crate) fn exit_within(mut running: Running) -> ExitStatus {
     let mut child = running.0.take().expect("running child");
     let pid = child.id().to_string();
     let (tx, rx) = mpsc::channel();
@@ -130,7 +130,7 @@ fn exit_within(mut running: Running) -> ExitStatus {
     }
 }
 
-fn spawn(cmd: &mut Command) -> Running {
+pub(crate) fn spawn(cmd: &mut Command) -> Running {
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -139,7 +139,7 @@ fn spawn(cmd: &mut Command) -> Running {
     Running(Some(child))
 }
 
-fn rest(rx: &mpsc::Receiver<String>) -> String {
+pub(crate) fn rest(rx: &mpsc::Receiver<String>) -> String {
     rx.iter().collect::<Vec<_>>().join("\n")
 }
 

@@ -9,6 +9,8 @@ mod capabilities;
 mod cli;
 mod cli_admin;
 mod cli_data;
+mod cli_input_limits;
+mod cli_logs;
 mod harness;
 #[cfg(any(feature = "rocksmq", feature = "rocketmq", feature = "nsq"))]
 mod restart;

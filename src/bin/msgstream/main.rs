@@ -9,6 +9,7 @@ mod progress;
 mod signals;
 mod web;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -143,12 +144,14 @@ async fn until_stopped(
 }
 
 fn main() -> ExitCode {
+    // Colours only for a terminal: escape codes in a log file or a pipe are noise to grep.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

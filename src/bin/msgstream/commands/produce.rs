@@ -54,8 +54,10 @@ pub struct ProduceArgs {
     #[arg(long, default_value_t = 100)]
     tick_every: u64,
     /// Timestamp of the first message (later ones count up from it; --input lines may give
-    /// their own).
-    #[arg(long, default_value_t = 1)]
+    /// their own). At least 1: a timetick-aligned consumer's first pack starts after 0. Every
+    /// message's timestamp must be from 1 to 2^64-2, leaving room for the timetick after it;
+    /// an --input line outside that is refused, naming its line.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     start_ts: u64,
 }
 
@@ -119,7 +121,6 @@ pub async fn run(factory: &Factory, args: ProduceArgs, stop: &Stop) -> Result<Ex
     };
     // The input is opened first: a mistyped file name creates no channel.
     let records = input.spawn()?;
-    stream.as_producer(&refs).await?;
     let result = from_input::run(
         &mut stream,
         &args.channels,

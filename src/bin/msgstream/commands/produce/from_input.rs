@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::input::{Format, Record, Records};
 use super::placer::Placer;
-use super::{pack, BATCH};
+use super::{pack, BATCH, MAX_PAYLOAD};
 use crate::commands::kinds::Kind;
 use crate::out;
 use crate::signals::Stop;
@@ -49,14 +49,22 @@ impl Input {
         let reader: Box<dyn BufRead + Send> = if self.path == Path::new("-") {
             Box::new(std::io::BufReader::new(std::io::stdin()))
         } else {
-            let file = std::fs::File::open(&self.path).map_err(|source| Error::Io {
+            let io = |source| Error::Io {
                 path: self.path.clone(),
                 source,
-            })?;
+            };
+            let file = std::fs::File::open(&self.path).map_err(io)?;
+            // A directory opens, and fails only at the first read: say so before anything.
+            if file.metadata().map_err(io)?.is_dir() {
+                return Err(io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "is a directory, not a file of messages",
+                )));
+            }
             Box::new(std::io::BufReader::new(file))
         };
         let (tx, rx) = mpsc::channel(BATCH);
-        let records = Records::new(reader, self.format, self.kind);
+        let records = Records::new(reader, self.format, self.kind, MAX_PAYLOAD);
         std::thread::spawn(move || {
             for record in records {
                 let bad = record.is_err();
@@ -72,6 +80,10 @@ impl Input {
 /// Writes every input record, a timetick after every `tick_every` messages and a final one,
 /// also when a line is bad or a stop is requested: what was written before stays readable by a
 /// tt consumer. A bad line is then the error (exit 1); a stop exits 130.
+///
+/// The channels are created only once the first record is read and placed: an input that
+/// cannot be read (a directory) or whose first line is bad leaves the backend untouched, with
+/// no channel and no timetick.
 pub async fn run(
     stream: &mut MsgStream,
     channels: &[String],
@@ -86,22 +98,39 @@ pub async fn run(
         line,
         message,
     };
+    let first = tokio::select! {
+        () = stop.wait() => {
+            eprintln!("interrupted before the first line: nothing written");
+            return Ok(ExitCode::from(130));
+        }
+        record = rx.recv() => record,
+    };
+    let first = first
+        .map(|record| place(&mut placer, record))
+        .transpose()
+        .map_err(bad)?;
+    let refs: Vec<&str> = channels.iter().map(String::as_str).collect();
+    stream.as_producer(&refs).await?;
     let mut ticks = 0u64;
     let mut since_tick = 0u64;
     let mut failure = None;
     let mut interrupted = false;
+    let mut next = first.map(Ok);
     'read: loop {
-        let first = tokio::select! {
-            () = stop.wait() => { interrupted = true; break; }
-            record = rx.recv() => record,
+        let Some(mut placed) = next.take() else {
+            let record = tokio::select! {
+                () = stop.wait() => { interrupted = true; break; }
+                record = rx.recv() => record,
+            };
+            match record {
+                Some(record) => next = Some(place(&mut placer, record)),
+                None => break,
+            }
+            continue;
         };
-        let Some(mut next) = first else { break };
         let mut batch: Vec<TsMsg> = Vec::new();
         loop {
-            match next.and_then(|record| {
-                let line = record.line;
-                placer.place(record).map_err(|message| (line, message))
-            }) {
+            match placed {
                 Ok(msg) => batch.push(msg),
                 Err(e) => failure = Some(bad(e)),
             }
@@ -114,13 +143,13 @@ pub async fn run(
                 break 'read;
             }
             if tick_now {
-                let ts = placer.tick().map_err(Error::Usage)?;
+                let ts = placer.tick();
                 stream.broadcast(&pack(vec![TsMsg::time_tick(ts)])).await?;
                 ticks += 1;
                 since_tick = 0;
             }
             match rx.try_recv() {
-                Ok(record) => next = record,
+                Ok(record) => placed = place(&mut placer, record),
                 Err(_) => break,
             }
         }
@@ -128,7 +157,7 @@ pub async fn run(
             stream.produce(&pack(batch)).await?;
         }
     }
-    let last = placer.tick().map_err(Error::Usage)?;
+    let last = placer.tick();
     stream
         .broadcast(&pack(vec![TsMsg::time_tick(last)]))
         .await?;
@@ -148,4 +177,15 @@ pub async fn run(
     }
     out::line(summary)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The message of a record as read, or `(line, what is wrong)`.
+fn place(
+    placer: &mut Placer,
+    record: Result<Record, (u64, String)>,
+) -> Result<TsMsg, (u64, String)> {
+    record.and_then(|record| {
+        let line = record.line;
+        placer.place(record).map_err(|message| (line, message))
+    })
 }

@@ -3,7 +3,7 @@
 //! a clear error naming its line, tested without a backend.
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 use base64::Engine as _;
 use clap::ValueEnum;
@@ -69,18 +69,50 @@ pub struct Records<R> {
     reader: R,
     format: Format,
     kind: Kind,
+    /// The longest line accepted, without its line end.
+    max_line: u64,
     line: u64,
 }
 
 impl<R: BufRead> Records<R> {
-    /// Records of `reader`; raw lines become messages of `kind`.
-    pub fn new(reader: R, format: Format, kind: Kind) -> Self {
+    /// Records of `reader`; raw lines become messages of `kind`. A line longer than `max_line`
+    /// bytes (without its line end) is refused after reading at most that much of it, so an
+    /// input without line ends (`/dev/zero`) fails at once instead of filling memory.
+    pub fn new(reader: R, format: Format, kind: Kind, max_line: u64) -> Self {
         Records {
             reader,
             format,
             kind,
+            max_line,
             line: 0,
         }
+    }
+
+    /// The next line without its line end (`\n` or `\r\n`); `Ok(None)` at the end.
+    fn read_line(&mut self) -> Result<Option<Vec<u8>>, String> {
+        let mut bytes = Vec::new();
+        // Room for the line end after the longest line.
+        let bound = self.max_line.saturating_add(2);
+        let read = (&mut self.reader)
+            .take(bound)
+            .read_until(b'\n', &mut bytes)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+            if bytes.last() == Some(&b'\r') {
+                bytes.pop();
+            }
+        }
+        if bytes.len() as u64 > self.max_line {
+            return Err(format!(
+                "longer than {} bytes, the largest payload: split it, or send it another way",
+                self.max_line
+            ));
+        }
+        Ok(Some(bytes))
     }
 }
 
@@ -90,19 +122,12 @@ impl<R: BufRead> Iterator for Records<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let mut bytes = Vec::new();
             self.line += 1;
-            match self.reader.read_until(b'\n', &mut bytes) {
-                Ok(0) => return None,
-                Ok(_) => {}
-                Err(e) => return Some(Err((self.line, format!("cannot read: {e}")))),
-            }
-            if bytes.last() == Some(&b'\n') {
-                bytes.pop();
-                if bytes.last() == Some(&b'\r') {
-                    bytes.pop();
-                }
-            }
+            let bytes = match self.read_line() {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return None,
+                Err(message) => return Some(Err((self.line, message))),
+            };
             let record = match self.format {
                 Format::Raw => Ok(Record {
                     line: self.line,
@@ -155,7 +180,37 @@ mod tests {
     use super::*;
 
     fn read(format: Format, text: &str) -> Vec<Result<Record, (u64, String)>> {
-        Records::new(text.as_bytes(), format, Kind::Insert).collect()
+        Records::new(text.as_bytes(), format, Kind::Insert, 1 << 20).collect()
+    }
+
+    #[test]
+    fn a_line_past_the_limit_is_refused_after_reading_the_limit() {
+        let records: Vec<_> = Records::new(
+            "abcd\r\nabcde\nok\n".as_bytes(),
+            Format::Raw,
+            Kind::Insert,
+            4,
+        )
+        .collect();
+        assert_eq!(records[0].clone().expect("at the limit").payload, b"abcd");
+        let (line, message) = records[1].clone().expect_err("past the limit");
+        assert_eq!(line, 2);
+        assert!(message.contains("longer than 4 bytes"), "{message}");
+        // An endless line: the reader stops after the limit and the line end's room.
+        let mut endless = std::io::repeat(b'x').take(1 << 30);
+        let mut records = Records::new(
+            std::io::BufReader::new(&mut endless),
+            Format::Raw,
+            Kind::Insert,
+            1000,
+        );
+        let (line, _) = records.next().expect("a record").expect_err("too long");
+        assert_eq!(line, 1);
+        drop(records);
+        assert!(
+            endless.limit() >= (1 << 30) - 1002 - 8192,
+            "read past the limit"
+        );
     }
 
     #[test]

@@ -54,6 +54,7 @@ impl Placer {
             Route::Spread => (self.placed % self.channels.len().max(1) as u64) as u32,
         };
         let ts = record.timestamp.unwrap_or(self.next_ts);
+        check_timestamp(ts)?;
         if let Some(tick) = self.last_tick.filter(|&tick| ts <= tick) {
             return Err(format!(
                 "timestamp {ts} is not after the timetick {tick} already written; timestamps \
@@ -67,22 +68,34 @@ impl Placer {
         Ok(msg)
     }
 
-    /// The timestamp of a timetick written now (one past every timestamp so far), or `Err`
-    /// when there is none left below the largest.
-    pub fn tick(&mut self) -> Result<u64, String> {
+    /// The timestamp of a timetick written now (one past every timestamp so far). A tick at
+    /// `u64::MAX` closes the channels for good, so asking again after it gives it again: no
+    /// message can follow it (every record's timestamp is below it).
+    pub fn tick(&mut self) -> u64 {
         let tick = self.next_ts;
-        if tick == u64::MAX {
-            return Err(format!("no timestamp left for a timetick after {tick}"));
-        }
         self.last_tick = Some(tick);
-        self.next_ts = tick + 1;
-        Ok(tick)
+        self.next_ts = tick.saturating_add(1);
+        tick
     }
 
     /// Records placed so far.
     pub fn placed(&self) -> u64 {
         self.placed
     }
+}
+
+/// Refuses a timestamp no timetick-aligned pack can hold: 0 is at or below the `end_ts` (0)
+/// a tt consumer starts from, so it would be late in every run, and `u64::MAX` leaves no
+/// timestamp for the timetick that must follow it.
+fn check_timestamp(ts: u64) -> Result<(), String> {
+    if ts == 0 || ts == u64::MAX {
+        return Err(format!(
+            "timestamp {ts} cannot be delivered to a tt consumer: a message's timestamp must be \
+             from 1 to {} (a pack starts after 0, and a timetick must follow it)",
+            u64::MAX - 1
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -135,14 +148,43 @@ mod tests {
             "may go back before a tick"
         );
         assert_eq!(ts(&mut placer, None), Ok(21));
-        assert_eq!(placer.tick(), Ok(22));
+        assert_eq!(placer.tick(), 22);
         let error = ts(&mut placer, Some(22)).expect_err("at the tick");
         assert!(error.contains("not after the timetick 22"), "{error}");
         assert_eq!(ts(&mut placer, None), Ok(23));
         assert_eq!(placer.placed(), 5);
-        let mut full = Placer::new(vec!["a".into()], 1);
-        assert_eq!(ts(&mut full, Some(u64::MAX)), Ok(u64::MAX));
-        assert!(full.tick().is_err());
+    }
+
+    #[test]
+    fn timestamps_no_pack_can_hold_are_refused() {
+        let mut placer = Placer::new(vec!["a".into()], 1);
+        for refused in [0, u64::MAX] {
+            let error = placer
+                .place(record(Route::Spread, Some(refused)))
+                .expect_err("no pack holds it");
+            assert!(
+                error.contains(&format!("timestamp {refused} cannot")),
+                "{error}"
+            );
+        }
+        assert_eq!(placer.placed(), 0);
+        let mut zero = Placer::new(vec!["a".into()], 0);
+        assert!(
+            zero.place(record(Route::Spread, None)).is_err(),
+            "--start-ts 0"
+        );
+        let last = u64::MAX - 1;
+        let ts = placer
+            .place(record(Route::Spread, Some(last)))
+            .map(|m| m.end_ts());
+        assert_eq!(ts, Ok(last));
+        assert_eq!(placer.tick(), u64::MAX);
+        assert_eq!(
+            placer.tick(),
+            u64::MAX,
+            "nothing can follow a tick at the top"
+        );
+        assert!(placer.place(record(Route::Spread, None)).is_err());
     }
 
     #[test]
