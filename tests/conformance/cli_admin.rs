@@ -11,9 +11,9 @@ use serde_json::Value;
 use crate::cli::{command, msgstream, stderr};
 
 /// A running `msgstream admin`, killed when dropped.
-struct Admin {
+pub(crate) struct Admin {
     child: Child,
-    address: String,
+    pub(crate) address: String,
 }
 
 impl Drop for Admin {
@@ -23,7 +23,7 @@ impl Drop for Admin {
     }
 }
 
-fn start_admin(db: &str, extra: &[&str]) -> Admin {
+pub(crate) fn start_admin(db: &str, extra: &[&str]) -> Admin {
     let mut args = vec!["admin", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let env = [("MSGSTREAM_ROCKSMQ__PATH", std::ffi::OsStr::new(db))];
@@ -50,13 +50,14 @@ fn start_admin(db: &str, extra: &[&str]) -> Admin {
     Admin { child, address }
 }
 
-/// One HTTP/1.1 request; returns the status code and body.
-fn http(address: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+/// One HTTP/1.1 request as the page sends it (its own Host and Origin); returns the status
+/// code and body.
+pub(crate) fn http(address: &str, method: &str, path: &str, body: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(address).expect("connect");
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nOrigin: http://{address}\r\n\
+         Connection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .expect("request");
@@ -73,7 +74,7 @@ fn http(address: &str, method: &str, path: &str, body: &str) -> (u16, String) {
     (status, body)
 }
 
-fn json(text: &str) -> Value {
+pub(crate) fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 

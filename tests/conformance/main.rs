@@ -8,6 +8,7 @@ mod backends;
 mod capabilities;
 mod cli;
 mod cli_admin;
+mod cli_admin_guard;
 mod cli_data;
 mod cli_input_limits;
 mod cli_logs;

@@ -1,6 +1,9 @@
 //! The admin server's routes: the page and its assets, the JSON API under `/api/`, and
 //! `/metrics` in the Prometheus text format.
 //!
+//! Every route is behind the guard (`guard.rs`): a foreign `Host`, or a write without a JSON
+//! body and the page's `Origin`, is refused before any handler runs.
+//!
 //! Deleting is refused unless the server was started with `--allow-admin-writes`, and even
 //! then the request must repeat the name being deleted as `confirm`, so a stray or replayed
 //! request cannot delete something else.
@@ -16,6 +19,7 @@ use msgstream_facade::msgstream::mq::Client;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::guard::Guard;
 use super::state::State;
 use super::views;
 use crate::commands::admin::{delete_group, delete_topic};
@@ -34,8 +38,8 @@ pub struct App {
     pub writes: bool,
 }
 
-/// The router of the admin server.
-pub fn router(app: App) -> Router {
+/// The router of the admin server; `guard` decides first which requests it answers.
+pub fn router(app: App, guard: Guard) -> Router {
     Router::new()
         .route(
             "/",
@@ -52,6 +56,10 @@ pub fn router(app: App) -> Router {
         .route("/api/delete", post(delete))
         .route("/metrics", get(metrics))
         .with_state(app)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(guard),
+            super::guard::middleware,
+        ))
 }
 
 const PAGE: &str = include_str!("assets/index.html");

@@ -3,9 +3,14 @@
 //!
 //! It listens on loopback unless told otherwise, because the page can show every channel's
 //! names and, with `--allow-admin-writes`, delete them: exposing it is a decision to make
-//! explicitly.
+//! explicitly. Even on loopback a web page elsewhere can reach it through the browser, so it
+//! answers only requests naming it by its own host names, and writes only from the page itself
+//! (`guard.rs`); connections are bounded in number and time (`serve.rs`).
 
+mod activity;
 mod api;
+mod guard;
+mod serve;
 mod state;
 mod views;
 mod watch;
@@ -35,6 +40,24 @@ pub struct AdminArgs {
     /// How often the backend is looked at, in milliseconds.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
     refresh_ms: u64,
+    /// Another host name the page may be opened by (repeatable, or comma-separated), e.g. the
+    /// machine's DNS name or a proxy's. Requests naming any other host are refused (403), so a
+    /// web page elsewhere cannot reach the server by pointing its own name at this address
+    /// (DNS rebinding). Always accepted: the listen address, and `localhost` when listening on
+    /// loopback or on every interface (which also accepts any IP address of the machine).
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    allow_host: Vec<String>,
+    /// Connections served at once; one more is answered 503 and closed.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    max_connections: u64,
+    /// Seconds a client has to send a request's headers in full before the connection is
+    /// closed (a client trickling bytes holds nothing for long).
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_timeout: u64,
+    /// Seconds a connection may stay open with no request and no byte moving before it is
+    /// closed.
+    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    idle_timeout: u64,
 }
 
 /// Serves until Ctrl-C or SIGTERM.
@@ -60,6 +83,12 @@ pub async fn run(
         telemetry: telemetry.clone(),
         writes: args.allow_admin_writes,
     };
+    let guard = guard::Guard::new(address, &args.allow_host);
+    let limits = serve::Limits {
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        header_timeout: Duration::from_secs(args.header_timeout),
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+    };
     // The address line is the one scripts wait for (with port 0 it is how they learn the port).
     out::line(format_args!(
         "admin page on http://{address}/ over {}{}",
@@ -70,11 +99,7 @@ pub async fn run(
             " (read-only)"
         }
     ))?;
-    let stop = stop.clone();
-    let served = axum::serve(listener, api::router(app))
-        .with_graceful_shutdown(async move { stop.wait().await })
-        .await;
+    serve::serve(listener, api::router(app, guard), limits, stop).await;
     watcher.abort();
-    served.map_err(|e| Error::Usage(format!("admin server failed: {e}")))?;
     Ok(ExitCode::SUCCESS)
 }
