@@ -1,5 +1,7 @@
 //! The contract checks of `msgstream::testkit`, once per backend (and per NSQ server mode). This
-//! is the one place they run.
+//! is the one place they run. A mode that cannot hold a check excludes it by name with the
+//! reason (an ignored test); [`every_check_runs_or_is_excluded_with_a_reason`] holds every mode
+//! to that, so a new check cannot be skipped by a list that forgot it.
 
 mod memory {
     msgstream::contract_tests!(crate::harness::memory);
@@ -37,10 +39,8 @@ mod nsq_cluster {
 
 /// Every check but three that need a *new* subscription to see messages published before it
 /// existed: upstream nsqd gives a new channel only what is published after it exists (the
-/// first channel of a topic excepted), so `earliest_and_latest`,
-/// `deleted_subscription_starts_afresh` and `stream_ends_when_a_decoder_panics` cannot hold there;
-/// `backends/nsq/tests/adapter.rs` pins down what happens instead. Seek, readers and latest id
-/// are asserted `Unsupported` by the checks.
+/// first channel of a topic excepted); `backends/nsq/tests/adapter.rs` pins down what happens
+/// instead. Seek, readers and latest id are asserted `Unsupported` by the checks.
 #[cfg(feature = "nsq")]
 mod nsq_upstream {
     msgstream::contract_tests!(@each crate::harness::nsq_upstream;
@@ -56,6 +56,77 @@ mod nsq_upstream {
         plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
         tt_late_message_in_a_long_run,
         stream_interface_extras, plain_positions_carry_begin_ts,
-        seek_failing_after_the_consumer_moved,
+        seek_failing_after_the_consumer_moved;
+    except
+        earliest_and_latest = "upstream nsqd gives a new channel only what is published after \
+            it exists: an Earliest subscription made later misses the earlier messages",
+        deleted_subscription_starts_afresh = "upstream nsqd: a channel made again after its \
+            delete gets only what is published after it, not the topic's earliest message",
+        stream_ends_when_a_decoder_panics = "upstream nsqd: the check reads, with a new \
+            subscription, messages published before it existed",
     );
+}
+
+/// Each mode's checks: (mode, run, excluded with reasons).
+type Mode = (
+    &'static str,
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+);
+
+fn modes() -> Vec<Mode> {
+    let mut modes: Vec<Mode> = vec![("memory", memory::RUN_CHECKS, memory::EXCLUDED_CHECKS)];
+    #[cfg(feature = "rocksmq")]
+    modes.extend([
+        ("rocksmq", rocksmq::RUN_CHECKS, rocksmq::EXCLUDED_CHECKS),
+        (
+            "rocksmq_grouped_acks",
+            rocksmq_grouped_acks::RUN_CHECKS,
+            rocksmq_grouped_acks::EXCLUDED_CHECKS,
+        ),
+    ]);
+    #[cfg(feature = "rocketmq")]
+    modes.push(("rocketmq", rocketmq::RUN_CHECKS, rocketmq::EXCLUDED_CHECKS));
+    #[cfg(feature = "nsq")]
+    modes.extend([
+        (
+            "nsq_partitions",
+            nsq_partitions::RUN_CHECKS,
+            nsq_partitions::EXCLUDED_CHECKS,
+        ),
+        (
+            "nsq_cluster",
+            nsq_cluster::RUN_CHECKS,
+            nsq_cluster::EXCLUDED_CHECKS,
+        ),
+        (
+            "nsq_upstream",
+            nsq_upstream::RUN_CHECKS,
+            nsq_upstream::EXCLUDED_CHECKS,
+        ),
+    ]);
+    modes
+}
+
+/// Every check of the testkit is run, or excluded with a reason, in every mode, once.
+#[test]
+fn every_check_runs_or_is_excluded_with_a_reason() {
+    for (mode, run, excluded) in modes() {
+        for check in msgstream::testkit::CHECKS {
+            let runs = run.iter().filter(|c| *c == check).count();
+            let skips = excluded.iter().filter(|(c, _)| c == check).count();
+            assert_eq!(
+                runs + skips,
+                1,
+                "{mode}: {check} is run {runs} times and excluded {skips} times"
+            );
+        }
+        for (check, reason) in excluded {
+            assert!(
+                msgstream::testkit::CHECKS.contains(check),
+                "{mode}: excludes {check}, which is not a check"
+            );
+            assert!(!reason.trim().is_empty(), "{mode}: {check} has no reason");
+        }
+    }
 }

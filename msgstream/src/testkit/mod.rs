@@ -122,12 +122,24 @@ pub fn row_id(msg: &TsMsg) -> i64 {
     }
 }
 
+/// Every contract check, by name: what a mode must run or exclude with a reason.
+pub const CHECKS: &[&str] = crate::contract_tests!(@every [@names]);
+
 /// Expands to one `#[tokio::test]` per contract check, each on a fresh harness from `$harness`
 /// (an `async fn() -> Harness`). The calling crate needs `tokio` (with `macros`, `rt-multi-thread`).
+///
+/// `contract_tests!(@each harness; a, b; except c = "why", …)` runs the checks named, and
+/// generates the excluded ones as ignored tests carrying their reason: `cargo test` lists them
+/// as ignored, `cargo test -- --ignored` shows how they fail. Either form also defines
+/// `RUN_CHECKS` and `EXCLUDED_CHECKS` in the calling module, so a test can hold every mode to
+/// "each of [`CHECKS`] is run or excluded with a reason".
 #[macro_export]
 macro_rules! contract_tests {
     ($harness:path) => {
-        $crate::contract_tests!(@each $harness;
+        $crate::contract_tests!(@every [@each $harness;]);
+    };
+    (@every [$($head:tt)*]) => {
+        $crate::contract_tests! { $($head)*
             produce_consume_in_order,
             ack_and_redelivery,
             staged_acks,
@@ -161,9 +173,12 @@ macro_rules! contract_tests {
             stream_interface_extras,
             plain_positions_carry_begin_ts,
             seek_failing_after_the_consumer_moved,
-        );
+        }
     };
-    (@each $harness:path; $($check:ident),* $(,)?) => {
+    (@names $($check:ident),* $(,)?) => {
+        &[$(stringify!($check)),*]
+    };
+    (@each $harness:path; $($check:ident),* $(,)? $(; except $($skip:ident = $reason:literal),* $(,)?)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $check() {
@@ -171,5 +186,18 @@ macro_rules! contract_tests {
                 $crate::testkit::$check(harness.client()).await;
             }
         )*
+        $($(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[ignore = $reason]
+            async fn $skip() {
+                let harness = $harness().await;
+                $crate::testkit::$skip(harness.client()).await;
+            }
+        )*)?
+        /// The contract checks this module runs.
+        pub(crate) const RUN_CHECKS: &[&str] = &[$(stringify!($check)),*];
+        /// The contract checks this module does not run, each with why.
+        pub(crate) const EXCLUDED_CHECKS: &[(&str, &str)] =
+            &[$($((stringify!($skip), $reason)),*)?];
     };
 }
