@@ -118,6 +118,7 @@ pub async fn run(factory: &Factory, args: ProduceArgs, stop: &Stop) -> Result<Ex
         path,
         format: args.format,
         kind: args.kind,
+        read_ahead: from_input::READ_AHEAD_BYTES,
     };
     // The input is opened first: a mistyped file name creates no channel.
     let records = input.spawn()?;

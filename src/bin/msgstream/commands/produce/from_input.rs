@@ -2,16 +2,18 @@
 //!
 //! Lines are read and parsed on a thread of their own (reading a terminal or a pipe blocks, and
 //! must not hold up the runtime or a Ctrl-C), and written in batches of what has already
-//! arrived, so `tail -f log | msgstream produce --input -` writes each line promptly.
+//! arrived, so `tail -f log | msgstream produce --input -` writes each line promptly. The
+//! thread reads ahead of the writer by at most [`READ_AHEAD_BYTES`] of payload (and one line).
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use msgstream_facade::msgstream::msg::TsMsg;
 use msgstream_facade::msgstream::stream::MsgStream;
 use msgstream_facade::{Error, Result};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::input::{Format, Record, Records};
 use super::placer::Placer;
@@ -20,8 +22,18 @@ use crate::commands::kinds::Kind;
 use crate::out;
 use crate::signals::Stop;
 
+/// Payload bytes the reading thread may hold ahead of the writer: with lines of up to 64 MiB,
+/// a bound in records alone would let a slow backend pile up gigabytes.
+pub const READ_AHEAD_BYTES: u32 = 256 << 20;
+
+/// A record with its share of the read-ahead budget, given back once it is written.
+pub struct Read {
+    record: Record,
+    held: OwnedSemaphorePermit,
+}
+
 /// The records of an input as its reading thread sends them.
-pub type Lines = mpsc::Receiver<Result<Record, (u64, String)>>;
+pub type Lines = mpsc::Receiver<Result<Read, (u64, String)>>;
 
 /// What `--input` reads and how.
 pub struct Input {
@@ -31,6 +43,8 @@ pub struct Input {
     pub format: Format,
     /// The kind of raw lines and of JSON lines without `kind`.
     pub kind: Kind,
+    /// Payload bytes read ahead of the writer at most ([`READ_AHEAD_BYTES`]).
+    pub read_ahead: u32,
 }
 
 impl Input {
@@ -65,10 +79,26 @@ impl Input {
         };
         let (tx, rx) = mpsc::channel(BATCH);
         let records = Records::new(reader, self.format, self.kind, MAX_PAYLOAD);
+        let read_ahead = self.read_ahead.max(1);
+        let budget = Arc::new(Semaphore::new(read_ahead as usize));
+        let runtime = tokio::runtime::Handle::current();
         std::thread::spawn(move || {
             for record in records {
-                let bad = record.is_err();
-                if tx.blocking_send(record).is_err() || bad {
+                let read = match record {
+                    Ok(record) => {
+                        let bytes = u32::try_from(record.payload.len())
+                            .unwrap_or(u32::MAX)
+                            .clamp(1, read_ahead);
+                        let owed = budget.clone().acquire_many_owned(bytes);
+                        let Ok(held) = runtime.block_on(owed) else {
+                            break;
+                        };
+                        Ok(Read { record, held })
+                    }
+                    Err(bad) => Err(bad),
+                };
+                let bad = read.is_err();
+                if tx.blocking_send(read).is_err() || bad {
                     break;
                 }
             }
@@ -106,7 +136,7 @@ pub async fn run(
         record = rx.recv() => record,
     };
     let first = first
-        .map(|record| place(&mut placer, record))
+        .map(|read| place(&mut placer, read))
         .transpose()
         .map_err(bad)?;
     let refs: Vec<&str> = channels.iter().map(String::as_str).collect();
@@ -123,21 +153,27 @@ pub async fn run(
                 record = rx.recv() => record,
             };
             match record {
-                Some(record) => next = Some(place(&mut placer, record)),
+                Some(read) => next = Some(place(&mut placer, read)),
                 None => break,
             }
             continue;
         };
         let mut batch: Vec<TsMsg> = Vec::new();
+        // The read-ahead budget of the batch, given back once it is written.
+        let mut held = Vec::new();
         loop {
             match placed {
-                Ok(msg) => batch.push(msg),
+                Ok((msg, budget)) => {
+                    batch.push(msg);
+                    held.push(budget);
+                }
                 Err(e) => failure = Some(bad(e)),
             }
             since_tick += 1;
             let tick_now = tick_every > 0 && since_tick == tick_every;
             if (tick_now || failure.is_some() || batch.len() >= BATCH) && !batch.is_empty() {
                 stream.produce(&pack(std::mem::take(&mut batch))).await?;
+                held.clear();
             }
             if failure.is_some() {
                 break 'read;
@@ -149,7 +185,7 @@ pub async fn run(
                 since_tick = 0;
             }
             match rx.try_recv() {
-                Ok(record) => placed = place(&mut placer, record),
+                Ok(read) => placed = place(&mut placer, read),
                 Err(_) => break,
             }
         }
@@ -179,13 +215,43 @@ pub async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The message of a record as read, or `(line, what is wrong)`.
+/// The message of a record as read with its read-ahead budget, or `(line, what is wrong)`.
 fn place(
     placer: &mut Placer,
-    record: Result<Record, (u64, String)>,
-) -> Result<TsMsg, (u64, String)> {
-    record.and_then(|record| {
+    read: Result<Read, (u64, String)>,
+) -> Result<(TsMsg, OwnedSemaphorePermit), (u64, String)> {
+    read.and_then(|Read { record, held }| {
         let line = record.line;
-        placer.place(record).map_err(|message| (line, message))
+        let msg = placer.place(record).map_err(|message| (line, message))?;
+        Ok((msg, held))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_reading_thread_holds_at_most_the_read_ahead_budget() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("in.txt");
+        let line = "x".repeat(100);
+        std::fs::write(&path, format!("{line}\n{line}\n{line}\n")).expect("write");
+        let input = Input {
+            path,
+            format: Format::Raw,
+            kind: Kind::Insert,
+            read_ahead: 250,
+        };
+        let mut rx = input.spawn().expect("spawn");
+        let first = rx.recv().await.expect("first").expect("ok");
+        let second = rx.recv().await.expect("second").expect("ok");
+        let third = tokio::time::timeout(std::time::Duration::from_millis(300), rx.recv()).await;
+        assert!(third.is_err(), "a third line would pass the budget");
+        drop(first);
+        let third = rx.recv().await.expect("third").expect("ok");
+        assert_eq!(third.record.line, 3);
+        drop((second, third));
+        assert!(rx.recv().await.is_none(), "the end");
+    }
 }
