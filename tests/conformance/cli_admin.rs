@@ -16,6 +16,32 @@ pub(crate) struct Admin {
     pub(crate) address: String,
 }
 
+impl Admin {
+    /// Sends SIGTERM and waits for the exit, at most 20 s (then kills it and fails).
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "kill -TERM");
+        let child = &mut self.child;
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            scope.spawn(move || tx.send(child.wait()));
+            match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+                Ok(status) => status.expect("wait"),
+                Err(_) => {
+                    let _ = std::process::Command::new("kill")
+                        .args(["-KILL", &pid])
+                        .status();
+                    panic!("admin still running 20 s after SIGTERM");
+                }
+            }
+        })
+    }
+}
+
 impl Drop for Admin {
     fn drop(&mut self) {
         let _ = self.child.kill();

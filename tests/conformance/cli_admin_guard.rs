@@ -161,7 +161,7 @@ fn slow_and_idle_connections_are_closed() {
 
 #[test]
 fn connections_over_the_bound_are_answered_503() {
-    let admin = start(&["--max-connections", "2", "--idle-timeout", "30"]);
+    let mut admin = start(&["--max-connections", "2", "--idle-timeout", "30"]);
     let address = admin.address.as_str();
     let mut first = TcpStream::connect(address).expect("connect");
     let _second = TcpStream::connect(address).expect("connect");
@@ -173,4 +173,7 @@ fn connections_over_the_bound_are_answered_503() {
     first.read_to_string(&mut response).expect("response");
     assert_eq!(status(&response), 200, "{response}");
     assert_eq!(send(address, &get), 200, "a slot freed");
+    // A connection left open does not hold up a stop.
+    let status = admin.terminate();
+    assert_eq!(status.code(), Some(0), "SIGTERM with a connection open");
 }

@@ -16,6 +16,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 
 use super::activity::{Activity, Watched};
 use crate::signals::Stop;
@@ -31,37 +32,45 @@ pub struct Limits {
     pub idle_timeout: Duration,
 }
 
+/// The pause after a failed accept.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
 /// What a connection over the bound is told before it is closed.
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\
 Content-Length: 40\r\nConnection: close\r\n\r\ntoo many connections to msgstream admin\n";
 
-/// Serves `router` on `listener` until `stop`; connections still open then are dropped.
+/// Serves `router` on `listener` until `stop`; connections still open then are closed (a
+/// request being answered is cut off) before this returns, so the backend can be closed next.
 pub async fn serve(listener: TcpListener, router: Router, limits: Limits, stop: &Stop) {
+    let mut tasks = JoinSet::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     // Refusing takes a moment too: as many refusals as connections at once, beyond that a
     // connection is closed without a word.
     let refusals = Arc::new(Semaphore::new(limits.max_connections));
     loop {
         let accepted = tokio::select! {
-            () = stop.wait() => return,
+            () = stop.wait() => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
             accepted = listener.accept() => accepted,
         };
         let socket = match accepted {
             Ok((socket, _)) => socket,
-            // Out of file descriptors and the like: the next accept may succeed.
+            // Out of file descriptors and the like: the next accept may succeed once a
+            // connection closes; retrying at once would spin.
             Err(e) => {
                 tracing::warn!(error = %e, "admin server: cannot accept a connection");
+                tokio::time::sleep(ACCEPT_RETRY).await;
                 continue;
             }
         };
         match slots.clone().try_acquire_owned() {
             Ok(slot) => {
                 let router = router.clone();
-                tokio::spawn(connection(socket, slot, router, limits));
+                tasks.spawn(connection(socket, slot, router, limits));
             }
             Err(_) => {
                 if let Ok(refusal) = refusals.clone().try_acquire_owned() {
-                    tokio::spawn(async move {
+                    tasks.spawn(async move {
                         refuse(socket, limits.header_timeout).await;
                         drop(refusal);
                     });
@@ -69,6 +78,7 @@ pub async fn serve(listener: TcpListener, router: Router, limits: Limits, stop: 
             }
         }
     }
+    tasks.shutdown().await;
 }
 
 /// Serves one connection until it ends or a timeout closes it; its slot is freed as its
