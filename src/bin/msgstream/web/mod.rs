@@ -35,6 +35,8 @@ pub struct AdminArgs {
     #[arg(long, default_value = "127.0.0.1:7777")]
     listen: SocketAddr,
     /// Allow deleting channels and subscriptions from the page (each needs a confirmation).
+    /// Only the page itself can write: a request needs `Content-Type: application/json` and
+    /// the page's `Origin` (from a script: `-H 'Origin: http://127.0.0.1:7777'`).
     #[arg(long)]
     allow_admin_writes: bool,
     /// How often the backend is looked at, in milliseconds.
@@ -44,7 +46,8 @@ pub struct AdminArgs {
     /// machine's DNS name or a proxy's. Requests naming any other host are refused (403), so a
     /// web page elsewhere cannot reach the server by pointing its own name at this address
     /// (DNS rebinding). Always accepted: the listen address, and `localhost` when listening on
-    /// loopback or on every interface (which also accepts any IP address of the machine).
+    /// loopback or on every interface (where any IP address is accepted too: a request naming
+    /// an address cannot be a rebound name).
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     allow_host: Vec<String>,
     /// Connections served at once; one more is answered 503 and closed.
