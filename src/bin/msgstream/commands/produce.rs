@@ -33,7 +33,9 @@ pub struct ProduceArgs {
     #[arg(long, value_delimiter = ',', required = true)]
     channels: Vec<String>,
     /// Read the messages from FILE (`-`: standard input), one per line, instead of writing
-    /// synthetic inserts.
+    /// synthetic inserts. A line longer than 64 MiB (the largest payload) is refused, naming
+    /// it. Nothing is written, not even a channel, until the first line has been read and
+    /// found good.
     #[arg(long, value_name = "FILE")]
     input: Option<PathBuf>,
     /// How --input lines are read: `raw` (each line is a payload) or `json` (each line an
