@@ -11,8 +11,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Each backend is a cargo feature (all on by default): `rocksmq`. The in-memory backend is
-//! always there.
+//! Each backend is a cargo feature (all on by default): `rocksmq`, `rocketmq` and `nsq`. The
+//! in-memory backend is always there.
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
@@ -20,6 +20,7 @@ pub mod config;
 mod error;
 pub mod factory;
 pub mod positions;
+pub mod prelude;
 
 pub use config::{BackendKind, Config};
 pub use error::{Error, Result};
