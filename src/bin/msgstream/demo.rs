@@ -13,12 +13,13 @@ mod consumers;
 
 use std::process::ExitCode;
 
+use crate::error::Result;
 use clap::Args;
 use msgstream_facade::msgstream::msg::{
     DeleteRequest, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
 };
 use msgstream_facade::msgstream::Error as StreamError;
-use msgstream_facade::{Factory, Result};
+use msgstream_facade::Factory;
 
 use consumers::consume;
 
@@ -167,11 +168,9 @@ async fn story(
         eprintln!("interrupted");
         return Ok(ExitCode::from(130));
     };
-    let produced = produced_task.await.map_err(|e| StreamError::Backend {
-        backend: "demo",
-        message: e.to_string(),
-        transient: false,
-    })??;
+    let produced = produced_task
+        .await
+        .map_err(|e| StreamError::backend_source("demo", e.to_string(), false, e))??;
     let lost = produced
         .iter()
         .filter(|id| !received.per_id.contains_key(id))

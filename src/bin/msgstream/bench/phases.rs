@@ -6,13 +6,14 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{BoxStream, StreamExt};
 
+use crate::error::Result;
 use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{
     Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
 };
 use msgstream_facade::msgstream::stream::MsgStream;
 use msgstream_facade::msgstream::Error as StreamError;
-use msgstream_facade::{Factory, Result};
+use msgstream_facade::Factory;
 
 use crate::progress::Progress;
 use crate::signals::Stop;

@@ -8,9 +8,9 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::error::{Error, Result};
 use msgstream_facade::msgstream::msg::TsMsg;
 use msgstream_facade::msgstream::stream::MsgStream;
-use msgstream_facade::{Error, Result};
 use tokio::sync::mpsc;
 
 use super::input::{Format, Record, Records};
@@ -49,10 +49,11 @@ impl Input {
         let reader: Box<dyn BufRead + Send> = if self.path == Path::new("-") {
             Box::new(std::io::BufReader::new(std::io::stdin()))
         } else {
-            let file = std::fs::File::open(&self.path).map_err(|source| Error::Io {
-                path: self.path.clone(),
-                source,
-            })?;
+            let file =
+                std::fs::File::open(&self.path).map_err(|source| msgstream_facade::Error::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
             Box::new(std::io::BufReader::new(file))
         };
         let (tx, rx) = mpsc::channel(BATCH);
