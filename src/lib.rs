@@ -26,3 +26,9 @@ pub use config::{BackendKind, Config};
 pub use error::{Error, Result};
 pub use factory::Factory;
 pub use msgstream;
+
+/// The README's Rust blocks (its hello world) compiled and run as a doc test, so they cannot
+/// drift from the API.
+#[cfg(all(doctest, feature = "rocksmq"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

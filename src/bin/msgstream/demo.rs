@@ -46,7 +46,7 @@ const PER_CHANNEL: u64 = 3;
 
 /// Timestamps between two ticks: every message of a round gets its own timestamp below the
 /// round's tick, whatever the number of channels (100 for up to 33 channels, as the README's
-/// output shows).
+/// demo line shows).
 fn tick_spacing(channels: u16) -> u64 {
     (u64::from(channels) * PER_CHANNEL + 1).max(100)
 }
