@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> msgstream_facade::Result<()> {
-//! use msgstream_facade::{Config, Factory};
+//! use msgstream_facade::prelude::*; // Config, Factory, the streams, TsMsg, MsgPack, …
 //! let factory = Factory::new(&Config::load(None)?).await?;
 //! let mut stream = factory.tt_msg_stream();
 //! # Ok(()) }
