@@ -287,7 +287,7 @@ mod tests {
         )
     }
 
-    #[cfg(feature = "rocksmq")]
+    #[cfg(all(feature = "rocksmq", feature = "nsq"))]
     #[test]
     fn defaults_and_full_file() {
         assert_eq!(parse("", &[]).expect("empty"), Config::default());
