@@ -38,11 +38,12 @@ pub fn column_family_options() -> Options {
 /// Maps a RocksDB error of operation `op` onto the core error: busy and timeout conditions are
 /// transient, everything else permanent.
 pub(crate) fn db_error(op: &str, e: rocksdb::Error) -> Error {
-    let transient = matches!(
-        e.kind(),
-        ErrorKind::Busy | ErrorKind::TryAgain | ErrorKind::TimedOut | ErrorKind::Incomplete
-    );
-    Error::backend_source(BACKEND, format!("{op}: {e}"), transient, e)
+    match e.kind() {
+        ErrorKind::Busy | ErrorKind::TryAgain | ErrorKind::TimedOut | ErrorKind::Incomplete => {
+            Error::transient(BACKEND, format!("{op}: {e}"))
+        }
+        _ => Error::backend(BACKEND, format!("{op}: {e}")),
+    }
 }
 
 /// A borrowed open database, valid while the store's read guard is held.
