@@ -8,9 +8,7 @@
 
 use std::time::Duration;
 
-use msgstream_facade::msgstream::mq::InitialPosition;
-use msgstream_facade::msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
-use msgstream_facade::{Config, Factory};
+use msgstream_facade::prelude::*;
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
@@ -81,17 +79,6 @@ impl PushMetricExporter for StdoutExporter {
     }
 }
 
-fn insert(row: i64, ts: u64) -> TsMsg {
-    TsMsg::new(MsgBody::Insert(InsertRequest {
-        base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
-        timestamps: [ts].into(),
-        row_ids: [row].into(),
-        num_rows: 1,
-        ..Default::default()
-    }))
-    .with_hash_keys(vec![row as u32])
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Before any stream exists: the streams create their instruments from the global
@@ -109,13 +96,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = factory.tt_msg_stream();
     out.as_producer(&channels).await?;
     for i in 1..=3u64 {
-        let mut msgs: Vec<TsMsg> = (0..4).map(|r| insert(r, 10 * i - 5)).collect();
-        msgs.extend((0..2).map(|c| TsMsg::time_tick(10 * i).with_hash_keys(vec![c])));
-        out.produce(&MsgPack {
-            msgs,
-            ..MsgPack::default()
-        })
-        .await?;
+        let inserts = (0..4).map(|r| TsMsg::insert(r, 10 * i - 5, ""));
+        let ticks = (0..2).map(|c| TsMsg::timetick(10 * i).with_hash_keys(vec![c]));
+        out.produce(&MsgPack::new(inserts.chain(ticks))).await?;
     }
     let mut stream = factory.tt_msg_stream();
     stream

@@ -2,20 +2,7 @@
 //!
 //! `cargo run --example quickstart` (embedded rocksmq in a temporary directory).
 
-use msgstream_facade::msgstream::mq::InitialPosition;
-use msgstream_facade::msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
-use msgstream_facade::{Config, Factory};
-
-fn insert(row: i64, ts: u64) -> TsMsg {
-    TsMsg::new(MsgBody::Insert(InsertRequest {
-        base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
-        timestamps: [ts].into(),
-        row_ids: [row].into(),
-        num_rows: 1,
-        ..Default::default()
-    }))
-    .with_hash_keys(vec![row as u32]) // routes the row to channel `row % 2`
-}
+use msgstream_facade::prelude::*;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,10 +14,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let channels = ["quickstart-0", "quickstart-1"];
     let mut producer = factory.msg_stream();
     producer.as_producer(&channels).await?;
-    let pack = MsgPack {
-        msgs: (0..6).map(|i| insert(i, 100 + i as u64)).collect(),
-        ..MsgPack::default()
-    };
+    // Each one-row insert is routed to channel `row % 2`.
+    let pack = MsgPack::new((0..6).map(|i| TsMsg::insert(i, 100 + i as u64, "")));
     let ids = producer.produce_mark(&pack).await?;
     for (channel, ids) in &ids {
         println!("produced {} message(s) to {channel}", ids.len());

@@ -4,20 +4,8 @@
 //!
 //! `cargo run --example seek_after_restart`
 
-use msgstream_facade::msgstream::mq::InitialPosition;
-use msgstream_facade::msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
-use msgstream_facade::{positions, Config, Factory};
-
-fn insert(row: i64, ts: u64) -> TsMsg {
-    TsMsg::new(MsgBody::Insert(InsertRequest {
-        base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
-        timestamps: [ts].into(),
-        row_ids: [row].into(),
-        num_rows: 1,
-        ..Default::default()
-    }))
-    .with_hash_keys(vec![row as u32])
-}
+use msgstream_facade::positions;
+use msgstream_facade::prelude::*;
 
 fn rows(pack: &MsgPack) -> Vec<i64> {
     pack.msgs.iter().map(TsMsg::id).collect()
@@ -38,20 +26,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut producer = factory.tt_msg_stream();
         producer.as_producer(&channels).await?;
         for round in 1..=4u64 {
-            let msgs = (0..4)
-                .map(|k| insert((round * 10 + k) as i64, round * 100 + k))
-                .collect();
-            producer
-                .produce(&MsgPack {
-                    msgs,
-                    ..MsgPack::default()
-                })
-                .await?;
-            let tick = MsgPack {
-                msgs: vec![TsMsg::time_tick(round * 100 + 50)],
-                ..MsgPack::default()
-            };
-            producer.broadcast(&tick).await?;
+            let msgs = (0..4).map(|k| TsMsg::insert((round * 10 + k) as i64, round * 100 + k, ""));
+            producer.produce(&MsgPack::new(msgs)).await?;
+            let tick = TsMsg::timetick(round * 100 + 50);
+            producer.broadcast(&MsgPack::new([tick])).await?;
         }
         let mut consumer = factory.tt_msg_stream();
         consumer

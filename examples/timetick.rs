@@ -3,20 +3,7 @@
 //!
 //! `cargo run --example timetick`
 
-use msgstream_facade::msgstream::mq::InitialPosition;
-use msgstream_facade::msgstream::msg::{InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
-use msgstream_facade::{Config, Factory};
-
-fn insert(row: i64, ts: u64, key: u32) -> TsMsg {
-    TsMsg::new(MsgBody::Insert(InsertRequest {
-        base: Some(MsgBase::new(MsgType::Insert as i32, row, ts)),
-        timestamps: [ts].into(),
-        row_ids: [row].into(),
-        num_rows: 1,
-        ..Default::default()
-    }))
-    .with_hash_keys(vec![key])
-}
+use msgstream_facade::prelude::*;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,25 +18,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut row = 0;
     for round in 1..=3u64 {
         // Six rows spread over the channels, then a timetick on every channel.
-        let msgs = (0..6)
-            .map(|k| {
-                row += 1;
-                insert(row, round * 100 + k, k as u32)
-            })
-            .collect();
-        producer
-            .produce(&MsgPack {
-                msgs,
-                ..MsgPack::default()
-            })
-            .await?;
-        let tick = TsMsg::time_tick(round * 100 + 99);
-        producer
-            .broadcast(&MsgPack {
-                msgs: vec![tick],
-                ..MsgPack::default()
-            })
-            .await?;
+        let msgs = (0..6).map(|k| {
+            row += 1;
+            TsMsg::insert(row, round * 100 + k, "").with_hash_keys(vec![k as u32])
+        });
+        producer.produce(&MsgPack::new(msgs)).await?;
+        let tick = TsMsg::timetick(round * 100 + 99);
+        producer.broadcast(&MsgPack::new([tick])).await?;
     }
 
     let mut consumer = factory.tt_msg_stream();

@@ -4,9 +4,7 @@
 //! `MSGSTREAM_BACKEND=memory cargo run --example two_backends -- --env` shows the environment
 //! override picking one.
 
-use msgstream_facade::msgstream::mq::InitialPosition;
-use msgstream_facade::msgstream::msg::{MsgPack, TsMsg};
-use msgstream_facade::{Config, Factory};
+use msgstream_facade::prelude::*;
 
 /// Application code: knows nothing of the backend.
 async fn count_packs(factory: &Factory) -> Result<usize, Box<dyn std::error::Error>> {
@@ -15,10 +13,7 @@ async fn count_packs(factory: &Factory) -> Result<usize, Box<dyn std::error::Err
     producer.as_producer(&channels).await?;
     for t in [10, 20, 30] {
         producer
-            .broadcast(&MsgPack {
-                msgs: vec![TsMsg::time_tick(t)],
-                ..MsgPack::default()
-            })
+            .broadcast(&MsgPack::new([TsMsg::timetick(t)]))
             .await?;
     }
     let mut consumer = factory.tt_msg_stream();

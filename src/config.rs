@@ -58,7 +58,11 @@ use crate::{Error, Result};
 
 mod brokers;
 mod env;
-pub use brokers::{NsqExtensions, NsqSection, NsqSpoolSync, RocketmqSection};
+#[cfg(feature = "nsq")]
+pub use brokers::{NsqExtensions, NsqSpoolSync};
+pub use brokers::{NsqSection, RocketmqSection, RocksmqSection};
+#[cfg(feature = "rocksmq")]
+pub use brokers::{SyncMode, MAX_ACK_GROUP_MS};
 use env::{environment, setting_path};
 
 /// Which backend the factory wires.
@@ -123,58 +127,8 @@ impl Default for StreamSection {
     }
 }
 
-/// What an acknowledged rocksmq write survives (see `msgstream_rocksmq::Durability`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SyncMode {
-    /// WAL written, not synced: survives a process crash, not a power loss.
-    #[default]
-    Buffered,
-    /// WAL `fdatasync`ed per write group.
-    SyncData,
-    /// WAL `fsync`ed per write group.
-    SyncAll,
-}
-
-/// `[rocksmq]`: the embedded queue.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RocksmqSection {
-    /// Database directory, created if missing.
-    pub path: PathBuf,
-    /// Acknowledged pages older than this are deleted.
-    pub retention_minutes: u64,
-    /// A topic above this size loses its oldest acknowledged pages.
-    pub retention_size_mb: u64,
-    /// Page size, the granularity of retention.
-    pub page_size_mb: u64,
-    /// Durability of acknowledged writes.
-    pub sync: SyncMode,
-    /// Retention ignores consumer groups idle (no ack or seek) for this long, so an abandoned
-    /// group does not pin data forever; 0 never ignores a group.
-    pub ignore_groups_idle_minutes: u64,
-    /// 0 (the default): a consumer's ack is written before it returns. N: acks are grouped
-    /// and written by a background thread within N ms, so a process crash may deliver the
-    /// messages acked in the last N ms again (see `msgstream_rocksmq::AckWrite`).
-    pub ack_group_ms: u64,
-}
-
-impl Default for RocksmqSection {
-    fn default() -> Self {
-        RocksmqSection {
-            path: PathBuf::from("./data/rocksmq"),
-            retention_minutes: 4320,
-            retention_size_mb: 8192,
-            page_size_mb: 64,
-            sync: SyncMode::Buffered,
-            ignore_groups_idle_minutes: 0,
-            ack_group_ms: 0,
-        }
-    }
-}
-
 /// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The backend to wire.
@@ -200,10 +154,6 @@ pub const DEFAULT_FILE: &str = "msgstream.toml";
 /// The largest `[stream] buffer`: queues are sized by it up front (a semaphore and a channel per
 /// stream), so an absurd value would abort the process instead of failing here.
 pub const MAX_BUFFER: usize = 1 << 20;
-
-/// The longest `[rocksmq] ack_group_ms`: acks made in that window are delivered again after a
-/// crash, so a longer one is more likely a unit mistake than a wish.
-pub const MAX_ACK_GROUP_MS: u64 = 60_000;
 
 impl Config {
     /// Loads `file` (or `$MSGSTREAM_CONFIG`, or `./msgstream.toml` if it exists, or nothing) and
@@ -298,6 +248,7 @@ impl Config {
                 ),
             });
         }
+        #[cfg(feature = "rocksmq")]
         if self.rocksmq.ack_group_ms > MAX_ACK_GROUP_MS {
             return Err(Error::Config {
                 origin: origin.to_string(),
@@ -336,6 +287,7 @@ mod tests {
         )
     }
 
+    #[cfg(all(feature = "rocksmq", feature = "nsq"))]
     #[test]
     fn defaults_and_full_file() {
         assert_eq!(parse("", &[]).expect("empty"), Config::default());
@@ -362,6 +314,7 @@ mod tests {
         assert!(wrong.contains("spool_sync"), "{wrong}");
     }
 
+    #[cfg(feature = "rocksmq")]
     #[test]
     fn errors_name_the_key_and_the_file() {
         for (text, key) in [
@@ -379,6 +332,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "rocksmq")]
     #[test]
     fn environment_overrides() {
         let config = parse(
@@ -428,6 +382,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "rocksmq")]
     #[test]
     fn ack_grouping_is_bounded() {
         assert_eq!(
@@ -448,6 +403,45 @@ mod tests {
         assert_eq!(from_env.rocksmq.ack_group_ms, 2);
     }
 
+    /// Each section is the backend's own type: a key it does not declare is refused wherever it
+    /// is set, and every key it declares is read (the RocketMQ connection's too, such as
+    /// `write_timeout_ms`, which the facade did not offer while it re-declared the section).
+    #[cfg(all(feature = "rocketmq", feature = "nsq"))]
+    #[test]
+    fn backend_sections_take_their_backends_keys_and_refuse_others() {
+        for (text, key) in [
+            ("[rocketmq]\nname_server = [\"a:1\"]\n", "name_server"),
+            ("[rocketmq]\nheartbeat_ms = 500\n", "heartbeat_ms"),
+            ("[nsq]\nnsqds = []\n", "nsqds"),
+        ] {
+            let message = parse(text, &[]).expect_err(text).to_string();
+            assert!(
+                message.contains("test.toml") && message.contains(key),
+                "{message}"
+            );
+        }
+        let config = parse(
+            "[rocketmq]\nname_servers = [\"a:1\"]\nheartbeat_interval_ms = 500\nwrite_timeout_ms = 700\n\
+             [nsq]\nmax_in_flight = 9\n",
+            &[("MSGSTREAM_ROCKETMQ__PROBE_TIMEOUT_MS", "200")],
+        )
+        .expect("valid");
+        assert_eq!(config.rocketmq.name_servers, ["a:1"]);
+        assert_eq!(config.rocketmq.connection.heartbeat_interval_ms, 500);
+        assert_eq!(config.rocketmq.connection.probe_timeout_ms, 200);
+        assert_eq!(config.rocketmq.connection.write_timeout_ms, 700);
+        assert_eq!(config.nsq.max_in_flight, 9);
+        let message = parse("", &[("MSGSTREAM_ROCKETMQ__HEARTBEAT_MS", "1")])
+            .expect_err("unknown key from the environment")
+            .to_string();
+        assert!(
+            message.contains("MSGSTREAM_ROCKETMQ__HEARTBEAT_MS")
+                && message.contains("heartbeat_ms"),
+            "{message}"
+        );
+    }
+
+    #[cfg(feature = "nsq")]
     #[test]
     fn misspelt_variables_are_refused_and_foreign_ones_left_alone() {
         for typo in [

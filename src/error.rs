@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// Failures of configuration, wiring and the command-line tool.
+/// Failures of configuration, wiring and positions files (the command-line tool adds its own).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -33,39 +33,25 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
-    /// The backend refused to delete a subscription or channel because a consumer is reading
-    /// it: deleting it under that consumer would pull its data away mid-read.
-    #[error("cannot {action}: {detail}; stop that consumer first")]
-    Busy {
-        /// What was asked, e.g. `delete group "g" of channel "t"`.
-        action: String,
-        /// The backend's words.
-        detail: String,
-    },
-    /// A command-line value is out of range in a way the argument parser cannot see alone
-    /// (a combination of options).
-    #[error("{0}")]
-    Usage(String),
-    /// A line of `produce --input` is not a message; `source` is the file or `stdin`.
-    #[error("{source_name} line {line}: {message}")]
-    Input {
-        /// The file, or `stdin`.
-        source_name: String,
-        /// 1-based line number.
-        line: u64,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// Standard output was closed by its reader (`| head`): the command stops quietly, as
-    /// command-line tools do, instead of failing.
-    #[error("standard output was closed")]
-    OutputClosed,
-    /// Standard output could not be written for another reason (disk full, …).
-    #[error("cannot write to standard output: {0}")]
-    Output(std::io::Error),
     /// A stream or backend failure.
     #[error(transparent)]
     Stream(#[from] msgstream::Error),
+}
+
+impl Error {
+    /// Whether retrying the failed call may succeed: only a stream or backend failure can be
+    /// transient (see [`msgstream::Error::is_transient`]); a bad configuration, a missing
+    /// backend or a bad positions file stays so, and a failed file access is reported as it
+    /// is rather than guessed at.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Stream(e) => e.is_transient(),
+            Error::Config { .. }
+            | Error::BackendNotCompiled(_)
+            | Error::Io { .. }
+            | Error::Positions { .. } => false,
+        }
+    }
 }
 
 /// Result alias of the facade.

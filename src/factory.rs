@@ -77,27 +77,10 @@ async fn open_client(config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(feature = "rocksmq")]
 async fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
-    use crate::config::SyncMode;
-    use msgstream_rocksmq::{AckWrite, Durability, RocksmqClient, RocksmqOptions};
-    use std::time::Duration;
-
-    let section = &config.rocksmq;
-    let mut options = RocksmqOptions::new(&section.path);
-    options.retention = Duration::from_secs(section.retention_minutes.saturating_mul(60));
-    options.retention_size_bytes = section.retention_size_mb.saturating_mul(1 << 20);
-    options.page_size_bytes = section.page_size_mb.max(1).saturating_mul(1 << 20);
-    options.ignore_groups_idle_for = (section.ignore_groups_idle_minutes > 0)
-        .then(|| Duration::from_secs(section.ignore_groups_idle_minutes.saturating_mul(60)));
-    options.ack_write = match section.ack_group_ms {
-        0 => AckWrite::Immediate,
-        ms => AckWrite::Grouped(Duration::from_millis(ms)),
-    };
-    options.sync = match section.sync {
-        SyncMode::Buffered => Durability::Buffered,
-        SyncMode::SyncData => Durability::SyncData,
-        SyncMode::SyncAll => Durability::SyncAll,
-    };
-    Ok(Arc::new(RocksmqClient::connect(options).await?))
+    let options = msgstream_rocksmq::RocksmqOptions::from(&config.rocksmq);
+    Ok(Arc::new(
+        msgstream_rocksmq::RocksmqClient::connect(options).await?,
+    ))
 }
 
 #[cfg(not(feature = "rocksmq"))]
@@ -107,22 +90,7 @@ async fn open_rocksmq(_config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(feature = "rocketmq")]
 async fn open_rocketmq(config: &Config) -> Result<Arc<dyn Client>> {
-    let section = &config.rocketmq;
-    let options = msgstream_rocketmq::RocketMqConfig {
-        name_servers: section.name_servers.clone(),
-        namespace: section.namespace.clone(),
-        group_prefix: section.group_prefix.clone(),
-        send_timeout_ms: section.send_timeout_ms,
-        poll_batch: section.poll_batch,
-        persist_interval_ms: section.persist_interval_ms,
-        connection: msgstream_rocketmq::ConnectionConfig {
-            heartbeat_interval_ms: section.heartbeat_interval_ms,
-            probe_timeout_ms: section.probe_timeout_ms,
-            ..msgstream_rocketmq::ConnectionConfig::default()
-        },
-        compress_over_bytes: section.compress_over_bytes,
-        max_message_bytes: section.max_message_bytes,
-    };
+    let options = config.rocketmq.clone();
     Ok(Arc::new(
         msgstream_rocketmq::RocketMqClient::connect(options).await?,
     ))
@@ -135,31 +103,7 @@ async fn open_rocketmq(_config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(feature = "nsq")]
 async fn open_nsq(config: &Config) -> Result<Arc<dyn Client>> {
-    use crate::config::{NsqExtensions, NsqSpoolSync};
-    let section = &config.nsq;
-    let options = msgstream_nsq::NsqConfig {
-        nsqd: section.nsqd.clone(),
-        nsqd_http: section.nsqd_http.clone(),
-        lookupd: section.lookupd.clone(),
-        max_in_flight: section.max_in_flight,
-        max_attempts: section.max_attempts,
-        requeue_delay_ms: section.requeue_delay_ms,
-        extensions: match section.extensions {
-            NsqExtensions::None => msgstream_nsq::Extensions::None,
-            NsqExtensions::Partitions => msgstream_nsq::Extensions::Partitions,
-        },
-        partition: section.partition,
-        cluster: section.cluster,
-        partitions: section.partitions,
-        replicas: section.replicas,
-        create_topics: section.create_topics,
-        leader_wait_ms: section.leader_wait_ms,
-        spool_dir: section.spool_dir.clone(),
-        spool_sync: match section.spool_sync {
-            NsqSpoolSync::Buffered => msgstream_nsq::SpoolSync::Buffered,
-            NsqSpoolSync::SyncData => msgstream_nsq::SpoolSync::SyncData,
-        },
-    };
+    let options = config.nsq.clone();
     Ok(Arc::new(msgstream_nsq::NsqClient::connect(options).await?))
 }
 

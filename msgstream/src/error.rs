@@ -129,25 +129,51 @@ pub enum Error {
         message: String,
         /// Whether retrying the same call may succeed (connection refused, broker busy, …).
         transient: bool,
+        /// The backend's own error, when there is one, for callers that inspect it
+        /// (`downcast_ref`); `message` already says what it says.
+        #[source]
+        source: Option<BoxError>,
     },
 }
 
+/// An underlying error of any kind, as [`Error::Backend`] carries it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 impl Error {
-    /// A permanent backend failure.
+    /// A permanent backend failure, described by `message`.
     pub fn backend(backend: &'static str, message: impl Into<String>) -> Self {
         Error::Backend {
             backend,
             message: message.into(),
             transient: false,
+            source: None,
         }
     }
 
-    /// A backend failure that may succeed on retry.
+    /// A backend failure that may succeed on retry, described by `message`.
     pub fn transient(backend: &'static str, message: impl Into<String>) -> Self {
         Error::Backend {
             backend,
             message: message.into(),
             transient: true,
+            source: None,
+        }
+    }
+
+    /// A backend failure caused by `source` (the backend's own error, kept as the
+    /// [`std::error::Error::source`] of this one so a caller can inspect it); `message` says
+    /// what failed, the cause included, as [`Error::Backend`]'s display is `message` alone.
+    pub fn backend_source(
+        backend: &'static str,
+        message: impl Into<String>,
+        transient: bool,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            message: message.into(),
+            transient,
+            source: Some(source.into()),
         }
     }
 
@@ -171,15 +197,29 @@ impl Error {
         )
     }
 
-    /// Whether retrying the failed call may succeed.
+    /// Whether retrying the failed call may succeed: a timeout, or a backend failure the
+    /// backend judged transient (connection refused, broker busy, …). Every other variant is a
+    /// refusal or a state that the same call meets again; each is listed, so a new variant
+    /// must say which it is.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Error::Backend {
-                transient: true,
-                ..
-            } | Error::Timeout(_)
-        )
+        match self {
+            Error::Backend { transient, .. } => *transient,
+            Error::Timeout(_) => true,
+            Error::Unsupported { .. }
+            | Error::NotSubscribed { .. }
+            | Error::SubscriptionBusy { .. }
+            | Error::BelowRetention { .. }
+            | Error::PastEnd { .. }
+            | Error::Corrupt { .. }
+            | Error::UnknownChannel { .. }
+            | Error::ProduceDisabled
+            | Error::InvalidArgument(_)
+            | Error::Decode(_)
+            | Error::Closed(_)
+            | Error::StaleDelivery(_)
+            | Error::SeekMoved { .. }
+            | Error::LateMessage { .. } => false,
+        }
     }
 }
 
@@ -191,3 +231,23 @@ impl From<prost::DecodeError> for Error {
 
 /// Result alias of the core crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_backend_error_keeps_its_cause() {
+        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let error = Error::backend_source("nsq", format!("dial: {cause}"), true, cause);
+        assert!(error.is_transient() && !error.is_permanent());
+        assert_eq!(error.to_string(), "nsq backend error: dial: refused");
+        let source = error.source().expect("the cause is kept");
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("as its own type");
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+        assert!(Error::backend("nsq", "gone").source().is_none());
+    }
+}

@@ -14,6 +14,7 @@ pub mod mem;
 pub mod metrics;
 pub mod mq;
 pub mod msg;
+pub mod prelude;
 pub mod retry;
 pub mod stream;
 #[cfg(feature = "testkit")]

@@ -175,9 +175,9 @@ impl Shared {
 /// One connection's side of its messages: where they came from and how many are unanswered.
 ///
 /// It also carries what the connection's messages need to answer (the consumer's [`Shared`]
-/// and the connection's writer), so a message holds one reference instead of three: each is
-/// a reference count taken on the reader's thread and dropped on the application's, shared by
-/// every message of the connection.
+/// and the connection's writer), so a message holds one shared reference instead of three:
+/// each one is a reference count updated on the reader's thread and again on the
+/// application's, for every message.
 pub(crate) struct Source {
     pub origin: Origin,
     in_flight: AtomicU32,

@@ -1,13 +1,18 @@
 //! [`RocketMqConfig`]: what the facade's config file sets for this backend.
 
+use serde::Deserialize;
+
 /// RocketMQ's default `maxMessageSize` (brokers and the Java client): 4 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The Java client's default `compressMsgBodyOverHowmuch`: 4 KiB.
 pub const DEFAULT_COMPRESS_OVER_BYTES: usize = 4 * 1024;
 
-/// Connection settings of the RocketMQ backend.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Connection settings of the RocketMQ backend: the `[rocketmq]` section of a configuration
+/// file, every key optional, unknown keys refused. The [`ConnectionConfig`] keys sit in the
+/// same section (`heartbeat_interval_ms = …`), not in a table of their own.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RocketMqConfig {
     /// Name servers, `host:port`; tried in turn when one fails.
     pub name_servers: Vec<String>,
@@ -23,6 +28,7 @@ pub struct RocketMqConfig {
     /// broker, ms (a plain ack and a commit's flush persist at once).
     pub persist_interval_ms: u64,
     /// How connections are kept alive and judged dead.
+    #[serde(flatten)]
     pub connection: ConnectionConfig,
     /// Bodies longer than this are sent zlib-compressed (as the Java client does); `0` turns
     /// compression off.
@@ -52,7 +58,8 @@ impl Default for RocketMqConfig {
 /// connection suspect and sends a probe at once; the probe timing out too closes it. With the
 /// defaults a half-open broker connection is closed within `heartbeat_interval_ms + 2 ×
 /// probe_timeout_ms` = 16 s, and within `probe_timeout_ms` = 3 s of a request timing out.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default)]
 pub struct ConnectionConfig {
     /// Dial timeout, ms.
     pub connect_timeout_ms: u64,
@@ -85,6 +92,30 @@ impl Default for ConnectionConfig {
             queued_frames: 1024,
             reconnect_min_backoff_ms: 100,
             reconnect_max_backoff_ms: 5000,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_section_with_its_connection_keys_and_names_unknown_keys() {
+        let config: RocketMqConfig = serde_json::from_str(
+            r#"{"name_servers":["a:1"],"poll_batch":8,"heartbeat_interval_ms":500,"probe_timeout_ms":200}"#,
+        )
+        .expect("config");
+        assert_eq!((config.name_servers.len(), config.poll_batch), (1, 8));
+        assert_eq!(config.connection.heartbeat_interval_ms, 500);
+        assert_eq!(config.connection.probe_timeout_ms, 200);
+        assert_eq!(
+            config.connection.write_timeout_ms,
+            ConnectionConfig::default().write_timeout_ms
+        );
+        for unknown in [r#"{"name_server":[]}"#, r#"{"heartbeat_ms":1}"#] {
+            let error = serde_json::from_str::<RocketMqConfig>(unknown).expect_err(unknown);
+            assert!(error.to_string().contains("unknown field"), "{error}");
         }
     }
 }

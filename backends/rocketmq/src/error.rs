@@ -124,10 +124,10 @@ impl From<Error> for msgstream::Error {
             Error::InvalidArgument(m) => msgstream::Error::InvalidArgument(m),
             Error::NoSuchQueue { .. } => msgstream::Error::InvalidArgument(e.to_string()),
             Error::Closed(what) => msgstream::Error::Closed(what),
-            other if other.is_transient() => {
-                msgstream::Error::transient(BACKEND, other.to_string())
+            other => {
+                let transient = other.is_transient();
+                msgstream::Error::backend_source(BACKEND, other.to_string(), transient, other)
             }
-            other => msgstream::Error::backend(BACKEND, other.to_string()),
         }
     }
 }

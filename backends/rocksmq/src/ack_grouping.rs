@@ -5,8 +5,8 @@
 //! Why: written one by one, each ack is a WAL write (a `write(2)`, 3–4 µs here) on the
 //! consumer's thread between two messages. A consumer acking every message of a stream at
 //! millions of messages per second pays that per message; one waiting for the next message
-//! is woken more slowly after the work (see the README, *Where the latency case's time
-//! goes*). Grouped, an ack costs a map update, and one write carries every ack of an interval.
+//! is woken more slowly after that work. Grouped, an ack costs a map update, and one write
+//! carries every ack of an interval.
 //!
 //! Guarantees (see [`AckWrite::Grouped`]):
 //! - An ack is checked exactly as an immediate one (topic, group, id range, delivery epoch)

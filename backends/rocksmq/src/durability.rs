@@ -17,7 +17,8 @@
 /// many producers the sync cost is shared, with one producer each send pays it whole (milliseconds
 /// on a disk, far more than the write itself). The default is [`Durability::Buffered`], as in
 /// Milvus's rocksmq.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Durability {
     /// WAL written to the OS, not synced: survives process crashes, not power loss.
     #[default]

@@ -25,6 +25,7 @@ mod ack_grouping;
 mod acks;
 mod adapter;
 mod codec;
+mod config;
 mod durability;
 mod engine;
 mod group;
@@ -40,6 +41,7 @@ mod writer;
 
 pub use ack_grouping::AckWrite;
 pub use adapter::{RocksmqClient, RocksmqConsumer, RocksmqProducer, RocksmqReader};
+pub use config::{RocksmqConfig, MAX_ACK_GROUP_MS};
 pub use durability::Durability;
 pub use engine::{LostMessages, Rocksmq};
 pub use group::GroupInfo;

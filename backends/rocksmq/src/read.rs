@@ -256,17 +256,12 @@ impl ReadScratch {
 
 /// The read options of an iterator over up to `expected` messages.
 ///
-/// RocksDB reads ahead in a table file only once an iterator has read two blocks from it one
-/// after the other, starting at 8 KiB and doubling up to 256 KiB, and that state lives in the
-/// iterator. A read makes an iterator of its own (see [`Cursor`]), so a consumer working through
-/// a backlog started over every 1,024 messages from single block reads. A fixed readahead from
-/// the first block on reads the batch in a few calls. The consume bench (2026-12-03) went from
-/// 0.84 to 0.93–0.97 × raw RocksDB with default read options at 128 B, from 0.86–0.88 to
-/// 1.15–1.18 at 1 KiB, the tt stream from 0.52–0.54 to 0.60–0.63; raw RocksDB given the same
-/// readahead reads faster too (ours 0.80–0.84 of it). Blocks in the block cache are not read
-/// at all, and a read of the memtable reads no file, so a tailing consumer pays nothing; a read
-/// expecting few messages keeps RocksDB's automatic readahead, so that it does not read 64 KiB
-/// for a handful of them.
+/// RocksDB starts reading ahead in a table file only after an iterator has read two blocks of
+/// it in a row, and that state lives in the iterator. Each read makes an iterator of its own
+/// (see [`Cursor`]), so without a fixed readahead a consumer working through a backlog would
+/// start every batch from single block reads. Cached blocks and the memtable are read from no
+/// file, so a tailing consumer pays nothing for it; a read expecting few messages keeps
+/// RocksDB's automatic readahead, so as not to read 64 KiB for a handful of them.
 fn backlog_read_options(expected: usize) -> rocksdb::ReadOptions {
     let mut options = rocksdb::ReadOptions::default();
     if expected >= READAHEAD_MIN_MESSAGES {

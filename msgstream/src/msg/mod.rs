@@ -1,5 +1,6 @@
 //! The message model: protobuf types of the wire contract, `TsMsg`, decoding by header, packs.
 
+mod build;
 mod dispatcher;
 mod pack;
 mod proto;

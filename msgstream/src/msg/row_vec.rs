@@ -11,8 +11,7 @@ use std::ops::{Deref, DerefMut};
 /// `Vec`s it cost three allocations on the consumer's thread and three frees on the
 /// application's, where packs are dropped (glibc frees a block allocated by another thread
 /// on a slower path). Inline, decoding such an insert allocates nothing and reading its
-/// timestamps touches no other cache line. The timetick stream over rocksmq delivers about
-/// 1.4 times as many one-row inserts per second so (see the README's benchmarks).
+/// timestamps touches no other cache line.
 ///
 /// It reads like a `Vec` (it derefs to a slice) and compares with one by value: a `RowVec`
 /// equals any `Vec`, slice or array holding the same values, whichever way it is stored.
@@ -47,8 +46,7 @@ impl<T> RowVec<T> {
     /// Appends a value: the first one of an empty, never-allocated vector stays inline.
     pub fn push(&mut self, value: T) {
         // Each case writes only what changes: moving the whole representation out and back
-        // (one `mem::replace`) cost the insert decode 32 more instructions per one-row insert
-        // (3 % of it, callgrind).
+        // (one `mem::replace`) would copy it on every row the insert decoder pushes.
         match &mut self.0 {
             Repr::Many(values) if values.capacity() > 0 => values.push(value),
             Repr::Many(_) => self.0 = Repr::One(value),

@@ -258,12 +258,22 @@ impl MsgStream {
         })
     }
 
-    /// Moves each named channel's subscription to its position: the message at `msg_id` is the
-    /// next one delivered when `inclusive`, else the one right after it. Channels not named keep
-    /// going. Unsubscribed channels and undecodable ids are errors, checked before anything moves.
-    /// If a backend call fails midway, the channels moved before it are put back right after
-    /// the last message the application had from each: a failed seek changes nothing.
-    pub async fn seek(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
+    /// Moves each named channel's subscription to just after its position, so the next message
+    /// delivered is the one after `msg_id`: stored `end_positions` of a pack give the packs that
+    /// followed it, as on [`crate::tt::TtMsgStream::seek`]. Channels not named keep going.
+    /// Unsubscribed channels and undecodable ids are errors, checked before anything moves. If a
+    /// backend call fails midway, the channels moved before it are put back right after the last
+    /// message the application had from each: a failed seek changes nothing.
+    pub async fn seek(&mut self, positions: &[MsgPosition]) -> Result<()> {
+        self.seek_to(positions, false).await
+    }
+
+    /// [`MsgStream::seek`], but the message at each position's `msg_id` is delivered again.
+    pub async fn seek_inclusive(&mut self, positions: &[MsgPosition]) -> Result<()> {
+        self.seek_to(positions, true).await
+    }
+
+    async fn seek_to(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
         let client = self.client.clone();
         let side = self
             .consumers

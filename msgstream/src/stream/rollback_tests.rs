@@ -84,7 +84,7 @@ async fn plain_seek_failing_midway_puts_moved_channels_back() {
     }
     armed.store(true, Ordering::SeqCst);
     let targets: Vec<MsgPosition> = first.iter().flatten().cloned().collect();
-    let refused = stream.seek(&targets, true).await;
+    let refused = stream.seek_inclusive(&targets).await;
     assert!(
         matches!(
             refused,

@@ -275,7 +275,7 @@ pub async fn seek_outside_the_channel(client: Arc<dyn Client>) {
         ..MsgPosition::default()
     };
     assert!(matches!(
-        stream.seek(std::slice::from_ref(&bad), true).await,
+        stream.seek_inclusive(std::slice::from_ref(&bad)).await,
         Err(Error::PastEnd { .. })
     ));
     let pack = within("a pack", stream.next_pack())

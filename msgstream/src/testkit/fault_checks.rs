@@ -53,13 +53,13 @@ pub async fn seek_failing_after_the_consumer_moved(client: Arc<dyn Client>) {
     let targets: Vec<MsgPosition> = first.iter().flatten().cloned().collect();
     if !client.capabilities().seek {
         assert!(matches!(
-            stream.seek(&targets, true).await,
+            stream.seek_inclusive(&targets).await,
             Err(Error::Unsupported { .. })
         ));
         return;
     }
     armed.store(true, Ordering::SeqCst);
-    let refused = stream.seek(&targets, true).await;
+    let refused = stream.seek_inclusive(&targets).await;
     assert!(
         matches!(
             refused,
@@ -84,7 +84,7 @@ pub async fn seek_failing_after_the_consumer_moved(client: Arc<dyn Client>) {
         );
     }
     // A seek that goes through still works.
-    stream.seek(&targets, true).await.expect("seek");
+    stream.seek_inclusive(&targets).await.expect("seek");
     let again = next_msg(&mut stream).await;
     assert!(
         [0, 100].contains(&row_id(&again)),

@@ -140,18 +140,18 @@ pub async fn plain_seek_to_stored_position(client: Arc<dyn Client>) {
     if !client.capabilities().seek {
         let mut again = consumer(&client, &[a.as_str()], InitialPosition::Earliest).await;
         assert!(matches!(
-            again.seek(&[stored], true).await,
+            again.seek_inclusive(&[stored]).await,
             Err(Error::Unsupported { .. })
         ));
         return;
     }
     let mut again = consumer(&client, &[a.as_str()], InitialPosition::Earliest).await;
     again
-        .seek(std::slice::from_ref(&stored), true)
+        .seek_inclusive(std::slice::from_ref(&stored))
         .await
         .expect("seek inclusive");
     assert_eq!(row_id(&next_msg(&mut again).await), 2);
-    again.seek(&[stored], false).await.expect("seek exclusive");
+    again.seek(&[stored]).await.expect("seek exclusive");
     assert_eq!(
         row_id(&next_msg(&mut again).await),
         3,
@@ -202,7 +202,7 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
         ..MsgPosition::default()
     };
     assert!(matches!(
-        stream.seek(&[elsewhere], true).await,
+        stream.seek_inclusive(&[elsewhere]).await,
         Err(Error::NotSubscribed { .. })
     ));
     let corrupt = MsgPosition {
@@ -211,7 +211,7 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
         ..MsgPosition::default()
     };
     assert!(matches!(
-        stream.seek(&[corrupt], true).await,
+        stream.seek_inclusive(&[corrupt]).await,
         Err(Error::Decode(_))
     ));
     assert!(matches!(

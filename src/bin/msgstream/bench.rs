@@ -10,8 +10,9 @@ mod phases;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::error::{Error, Result};
 use clap::Args;
-use msgstream_facade::{Error, Factory, Result};
+use msgstream_facade::Factory;
 
 use crate::commands::delete_own_channels;
 use crate::commands::produce::MAX_PAYLOAD;

@@ -13,12 +13,13 @@ mod consumers;
 
 use std::process::ExitCode;
 
+use crate::error::Result;
 use clap::Args;
 use msgstream_facade::msgstream::msg::{
     DeleteRequest, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
 };
 use msgstream_facade::msgstream::Error as StreamError;
-use msgstream_facade::{Factory, Result};
+use msgstream_facade::Factory;
 
 use consumers::consume;
 
@@ -45,7 +46,7 @@ const PER_CHANNEL: u64 = 3;
 
 /// Timestamps between two ticks: every message of a round gets its own timestamp below the
 /// round's tick, whatever the number of channels (100 for up to 33 channels, as the README's
-/// output shows).
+/// demo line shows).
 fn tick_spacing(channels: u16) -> u64 {
     (u64::from(channels) * PER_CHANNEL + 1).max(100)
 }
@@ -167,11 +168,9 @@ async fn story(
         eprintln!("interrupted");
         return Ok(ExitCode::from(130));
     };
-    let produced = produced_task.await.map_err(|e| StreamError::Backend {
-        backend: "demo",
-        message: e.to_string(),
-        transient: false,
-    })??;
+    let produced = produced_task
+        .await
+        .map_err(|e| StreamError::backend_source("demo", e.to_string(), false, e))??;
     let lost = produced
         .iter()
         .filter(|id| !received.per_id.contains_key(id))

@@ -3,6 +3,7 @@
 mod bench;
 mod commands;
 mod demo;
+mod error;
 mod metrics;
 mod out;
 mod progress;
@@ -13,8 +14,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::{Error, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use msgstream_facade::{BackendKind, Config, Error, Factory, Result};
+use msgstream_facade::{BackendKind, Config, Factory};
 
 use commands::{admin, consume, positions, produce};
 use signals::Stop;

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use msgstream_facade::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Writes `text` and a newline to standard output and flushes it, so that once this returns
 /// `Ok` the line has left the process (a caller commits what it showed only then).

@@ -62,8 +62,10 @@ pub(crate) fn map_err(e: crate::Error) -> Error {
     match e {
         crate::Error::Invalid(message) => Error::InvalidArgument(message),
         crate::Error::Closed(what) => Error::Closed(what),
-        e if e.is_transient() => Error::transient(BACKEND, e.to_string()),
-        e => Error::backend(BACKEND, e.to_string()),
+        e => {
+            let transient = e.is_transient();
+            Error::backend_source(BACKEND, e.to_string(), transient, e)
+        }
     }
 }
 

@@ -6,13 +6,14 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{BoxStream, StreamExt};
 
+use crate::error::Result;
 use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{
     Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
 };
 use msgstream_facade::msgstream::stream::MsgStream;
 use msgstream_facade::msgstream::Error as StreamError;
-use msgstream_facade::{Factory, Result};
+use msgstream_facade::Factory;
 
 use crate::progress::Progress;
 use crate::signals::Stop;
@@ -119,8 +120,8 @@ pub async fn consume(
     stop: &Stop,
 ) -> Result<Option<f64>> {
     // The consuming loop runs as a task on the runtime, beside the stream's pumps, as the
-    // README advises applications: from `block_on` it would be one more thread on the cores,
-    // woken across threads on every hand-off.
+    // tuning notes advise applications (docs/rocksmq.md): from `block_on` it would be one more
+    // thread on the cores, woken across threads on every hand-off.
     let stop = stop.clone();
     let task = if tt {
         let mut consumer = factory.tt_msg_stream();

@@ -2,10 +2,11 @@
 
 use std::process::ExitCode;
 
+use crate::error::{Error, Result};
 use clap::{Args, Subcommand};
 use msgstream_facade::msgstream::mq::Client;
 use msgstream_facade::msgstream::Error as StreamError;
-use msgstream_facade::{Error, Factory, Result};
+use msgstream_facade::Factory;
 
 use crate::out;
 

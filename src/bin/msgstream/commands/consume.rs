@@ -9,12 +9,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::error::{Error, Result};
 use clap::{Args, ValueEnum};
 use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{MsgPack, MsgPosition};
 use msgstream_facade::msgstream::stream::MsgStream;
 use msgstream_facade::msgstream::tt::TtMsgStream;
-use msgstream_facade::{positions as positions_file, Error, Factory, Result};
+use msgstream_facade::{positions as positions_file, Factory};
 
 use crate::metrics::{self, Telemetry};
 use crate::signals::Stop;
@@ -93,7 +94,7 @@ impl Either {
             let mut s = MsgStream::new(client, options);
             s.as_consumer(&refs, &args.subscription, initial).await?;
             if let Some(file) = &args.from_positions {
-                s.seek(&positions_file::load(file)?, false).await?;
+                s.seek(&positions_file::load(file)?).await?;
             }
             Either::Plain(s)
         })

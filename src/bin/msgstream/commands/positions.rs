@@ -3,11 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::error::Result;
 use clap::Subcommand;
 use msgstream_facade::msgstream::mq::{Client, ConsumerOptions, InitialPosition, MessageId};
 use msgstream_facade::msgstream::msg::MsgPosition;
 use msgstream_facade::msgstream::Error as StreamError;
-use msgstream_facade::{positions as positions_file, Factory, Result};
+use msgstream_facade::{positions as positions_file, Factory};
 
 use super::short_id;
 use crate::out;

@@ -8,11 +8,12 @@ mod placer;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::{Error, Result};
 use clap::Args;
 use msgstream_facade::msgstream::msg::{
     Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg,
 };
-use msgstream_facade::{Error, Factory, Result};
+use msgstream_facade::Factory;
 
 use crate::commands::kinds::Kind;
 use crate::out;

@@ -2,11 +2,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::error::Result;
 use msgstream_facade::msgstream::mq::InitialPosition;
 use msgstream_facade::msgstream::msg::{MsgBody, MsgPack};
 use msgstream_facade::msgstream::tt::TtMsgStream;
 use msgstream_facade::msgstream::Error as StreamError;
-use msgstream_facade::{positions, Factory, Result};
+use msgstream_facade::{positions, Factory};
 
 use super::tick_spacing;
 use crate::signals::Stop;

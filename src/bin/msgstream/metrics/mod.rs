@@ -12,7 +12,7 @@ mod summary;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use msgstream_facade::{Error, Result};
+use crate::error::{Error, Result};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::reader::MetricReader;

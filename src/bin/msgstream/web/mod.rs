@@ -20,8 +20,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::error::{Error, Result};
 use clap::Args;
-use msgstream_facade::{Error, Factory, Result};
+use msgstream_facade::Factory;
 
 use crate::metrics::Telemetry;
 use crate::out;

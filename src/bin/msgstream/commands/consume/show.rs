@@ -4,10 +4,11 @@
 //! The readable plain-stream line keeps its historical start (`CHANNEL id=N ts=T type=K`),
 //! which scripts and tests read, and adds the kind, keys and payload after it.
 
+use crate::error::Result;
 use base64::Engine as _;
 use clap::ValueEnum;
 use msgstream_facade::msgstream::msg::{MsgPack, TsMsg};
-use msgstream_facade::{positions, Result};
+use msgstream_facade::positions;
 use serde_json::{json, Value};
 
 use crate::commands::{kinds, short_id};

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use msgstream_facade::msgstream::msg::TsMsg;
 use msgstream_facade::msgstream::stream::MsgStream;
-use msgstream_facade::{Error, Result};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::input::{Format, Record, Records};
@@ -63,17 +63,17 @@ impl Input {
         let reader: Box<dyn BufRead + Send> = if self.path == Path::new("-") {
             Box::new(std::io::BufReader::new(std::io::stdin()))
         } else {
-            let io = |source| Error::Io {
+            let io = |source| msgstream_facade::Error::Io {
                 path: self.path.clone(),
                 source,
             };
             let file = std::fs::File::open(&self.path).map_err(io)?;
             // A directory opens, and fails only at the first read: say so before anything.
             if file.metadata().map_err(io)?.is_dir() {
-                return Err(io(std::io::Error::new(
+                return Err(Error::from(io(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     "is a directory, not a file of messages",
-                )));
+                ))));
             }
             Box::new(std::io::BufReader::new(file))
         };
