@@ -32,6 +32,15 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// `consume` read messages the stream reported instead of delivering (late for every tt
+    /// pack, or undecodable): the run ends with this after printing what it did deliver.
+    #[error("{count} message(s) were reported and are in no pack (the first: {first})")]
+    Undelivered {
+        /// How many.
+        count: u64,
+        /// The first one's report.
+        first: String,
+    },
     /// Standard output was closed by its reader (`| head`): the command stops quietly, as
     /// command-line tools do, instead of failing.
     #[error("standard output was closed")]

@@ -162,6 +162,7 @@ async fn drain(mut stream: Either, args: &ConsumeArgs, stop: &Stop) -> Result<Ex
     let mut messages = 0u64;
     let idle = args.idle_timeout.map(Duration::from_secs);
     let mut last_error: Option<Error> = None;
+    let mut undelivered = Undelivered::default();
     let end = loop {
         if args.max_packs.is_some_and(|max| packs >= max)
             || args.count.is_some_and(|max| messages >= max)
@@ -184,6 +185,7 @@ async fn drain(mut stream: Either, args: &ConsumeArgs, stop: &Stop) -> Result<Ex
             Some(Some(Err(e))) if e.is_permanent() => break End::Failed(e.into()),
             Some(Some(Err(e))) => {
                 eprintln!("warning: {e}");
+                undelivered.note(&e);
                 last_error = Some(e.into());
                 continue;
             }
@@ -209,8 +211,37 @@ async fn drain(mut stream: Either, args: &ConsumeArgs, stop: &Stop) -> Result<Ex
     eprintln!("consumed {packs} pack(s)");
     saved?;
     match end {
-        End::Clean => Ok(ExitCode::SUCCESS),
+        End::Clean => undelivered.into_result().map(|()| ExitCode::SUCCESS),
         End::Failed(e) => Err(e),
+    }
+}
+
+/// The messages the stream reported instead of delivering (a late message a tt pack can no
+/// longer hold, a body that does not decode): each is a warning when it happens, and the run
+/// then fails at its end, so a script never mistakes a run that lost messages for a clean one.
+#[derive(Default)]
+struct Undelivered {
+    count: u64,
+    first: Option<String>,
+}
+
+impl Undelivered {
+    fn note(&mut self, e: &msgstream_facade::msgstream::Error) {
+        use msgstream_facade::msgstream::Error as Core;
+        if matches!(e, Core::LateMessage { .. } | Core::Decode(_)) {
+            self.count += 1;
+            self.first.get_or_insert_with(|| e.to_string());
+        }
+    }
+
+    fn into_result(self) -> Result<()> {
+        match self.first {
+            None => Ok(()),
+            Some(first) => Err(Error::Undelivered {
+                count: self.count,
+                first,
+            }),
+        }
     }
 }
 
