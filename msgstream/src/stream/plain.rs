@@ -4,17 +4,17 @@ use std::sync::Arc;
 
 use futures::Stream;
 
-use super::batch::Batch;
-use super::commit::AckToken;
-use super::options::StreamOptions;
-use super::producers::{producing_methods, Producers};
-use super::pump::Pumps;
-use super::queue::{queue, Queue, QueueReader};
-use super::{
+use crate::consume::batch::Batch;
+use crate::consume::commit::AckToken;
+use crate::consume::pump::Pumps;
+use crate::consume::queue::{queue, Queue, QueueReader};
+use crate::consume::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
+    StreamOptions,
 };
 use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
+use crate::produce::producers::{producing_methods, Producers};
 use crate::{Error, Result};
 
 struct ConsumerSide {
@@ -248,7 +248,7 @@ impl MsgStream {
     /// Whether `channel` exists on the backend (Milvus's `CheckTopicValid`):
     /// `Error::UnknownChannel` if not.
     pub async fn check_topic_valid(&self, channel: &str) -> Result<()> {
-        super::check_topic_valid(self.client.as_ref(), channel).await
+        crate::consume::check_topic_valid(self.client.as_ref(), channel).await
     }
 
     /// The stream as a `futures::Stream` of packs.

@@ -6,5 +6,6 @@ mod aligner_tests;
 mod stream;
 pub(crate) mod summary;
 
-pub use aligner::{LatePolicy, TimetickAligner, WatermarkHolder};
+pub use crate::consume::LatePolicy;
+pub use aligner::{TimetickAligner, WatermarkHolder};
 pub use stream::{CappedChannel, TtMsgStream, TtStats};

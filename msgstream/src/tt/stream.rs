@@ -13,15 +13,15 @@ use std::time::SystemTime;
 use futures::Stream;
 
 use super::aligner::{TimetickAligner, WatermarkHolder};
-use crate::mq::{Client, InitialPosition, MessageId};
-use crate::msg::{MsgPack, MsgPosition};
-use crate::stream::producers::{producing_methods, Producers};
-use crate::stream::pump::Pumps;
-use crate::stream::queue::{queue, QueueReader};
-use crate::stream::{
+use crate::consume::pump::Pumps;
+use crate::consume::queue::{queue, QueueReader};
+use crate::consume::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
     StreamOptions,
 };
+use crate::mq::{Client, InitialPosition, MessageId};
+use crate::msg::{MsgPack, MsgPosition};
+use crate::produce::producers::{producing_methods, Producers};
 use crate::{Error, Result};
 
 /// Counters of a tt stream, for diagnostics and benchmarks.
@@ -395,7 +395,7 @@ impl TtMsgStream {
     /// Whether `channel` exists on the backend (Milvus's `CheckTopicValid`):
     /// `Error::UnknownChannel` if not.
     pub async fn check_topic_valid(&self, channel: &str) -> Result<()> {
-        crate::stream::check_topic_valid(self.client.as_ref(), channel).await
+        crate::consume::check_topic_valid(self.client.as_ref(), channel).await
     }
 
     /// The newest message id of a subscribed channel (`None` when it is empty), Milvus's

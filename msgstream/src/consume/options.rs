@@ -4,7 +4,18 @@ use std::sync::Arc;
 
 use crate::msg::DecoderRegistry;
 use crate::retry::RetryPolicy;
-use crate::tt::LatePolicy;
+
+/// What the tt stream does with a late message (timestamp at or below an emitted pack's
+/// `end_ts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LatePolicy {
+    /// Report it as [`crate::Error::LateMessage`] from the stream (which then continues).
+    /// Default.
+    #[default]
+    Error,
+    /// Log a warning, count it, and drop it.
+    Drop,
+}
 
 /// Largest accepted `StreamOptions::buffer`: it sizes what each channel may hold (queued
 /// messages, and each backend consumer's prefetch), so a larger value is a configuration

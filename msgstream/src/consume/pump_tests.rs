@@ -1,9 +1,9 @@
 //! How a pump cuts what it receives into batches.
 
 use super::*;
+use crate::consume::queue::queue;
 use crate::mem::MemoryClient;
 use crate::mq::{ConsumerOptions, Delivery};
-use crate::stream::queue::queue;
 
 /// An insert at `ts` (`tick`: a timetick at `ts`) as a received message with id `ts`.
 fn received(ts: u64, tick: bool) -> Message {
