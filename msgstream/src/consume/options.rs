@@ -45,7 +45,9 @@ pub struct StreamOptions {
     /// ticks (a channel that sends without ticking). At the cap the stream stops reading that
     /// channel and reports it (`TtMsgStream::stats().capped`, a `tracing` warning); it resumes
     /// by itself as soon as the channel's consumer has a tick queued, so it then holds at most
-    /// this plus `buffer` messages of that channel.
+    /// this plus `buffer` messages of that channel. If the channel's consumer ends (closed,
+    /// failed for good) while capped, the stream reads on to the end and reports it as it would
+    /// for any channel.
     pub max_held_per_channel: usize,
 }
 

@@ -220,9 +220,11 @@ impl Pumps {
         };
         let name = slot.channel.clone();
         let tx = slot.tx.clone();
+        let signal = slot.signal.clone();
         let generation = slot.generation;
         let handle = tokio::spawn(async move {
-            let outcome = std::panic::AssertUnwindSafe(run(*parked, ctx, stopped))
+            let mut stopped = stopped;
+            let outcome = std::panic::AssertUnwindSafe(run(*parked, ctx, &mut stopped))
                 .catch_unwind()
                 .await;
             match outcome {
@@ -230,8 +232,9 @@ impl Pumps {
                 Err(panic) => {
                     let error = panicked(&name, panic.as_ref());
                     tracing::error!(channel = %name, %error, "consumer task panicked");
+                    signal.set_ended();
                     let ending = Batch::failure(index, generation, error, None, true);
-                    let _ = tx.send_all(ending).await;
+                    hand_over_ending(&tx, ending, &mut stopped).await;
                     None
                 }
             }
@@ -297,6 +300,7 @@ impl Pumps {
         let first = parked.first_received.take();
         if let Some(slot) = self.slots.get_mut(index) {
             slot.generation += 1;
+            slot.signal.clear_ended();
         }
         self.start(index);
         Ok((first, moved.unwrap_or(Ok(()))))
@@ -504,6 +508,7 @@ impl PumpContext {
         let (channel, generation) = (self.channel, self.generation);
         match received {
             Ok(batch) if batch.is_empty() => {
+                self.signal.set_ended();
                 parked.pending.push_back(Batch::closed(channel, generation));
                 None
             }
@@ -570,6 +575,7 @@ impl PumpContext {
                 None
             }
             Err(error) if error.is_permanent() => {
+                self.signal.set_ended();
                 parked
                     .pending
                     .push_back(Batch::failure(channel, generation, error, None, true));
@@ -580,12 +586,26 @@ impl PumpContext {
     }
 }
 
+/// Queues the batch that ends a channel, as room comes (in parts if the queue is smaller than
+/// it), until it is all queued, the reader is gone, or the pump is stopped: a stream that
+/// closes or seeks stops reading, and must not wait for room it will never give.
+async fn hand_over_ending(tx: &Queue, ending: Batch, stop: &mut oneshot::Receiver<()>) {
+    let mut pending = VecDeque::from([ending]);
+    while !pending.is_empty() {
+        tokio::select! {
+            biased;
+            _ = &mut *stop => return,
+            sent = tx.send(&mut pending) => if sent.is_err() { return },
+        }
+    }
+}
+
 /// Deliveries in `pending`, all runs together.
 fn pending_len(pending: &VecDeque<Batch>) -> usize {
     pending.iter().map(Batch::len).sum()
 }
 
-async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<()>) -> Parked {
+async fn run(mut parked: Parked, ctx: PumpContext, stop: &mut oneshot::Receiver<()>) -> Parked {
     let mut backoff = ERROR_BACKOFF;
     loop {
         if parked.pending.is_empty() {
@@ -594,7 +614,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
             let want = ctx.batch.min(ctx.tx.room()).max(1);
             let received = tokio::select! {
                 biased;
-                _ = &mut stop => return parked,
+                _ = &mut *stop => return parked,
                 received = parked.consumer.recv_batch(want) => received,
             };
             let backoff_from = ctx.receive(&mut parked, received);
@@ -605,7 +625,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
                     tracing::warn!(channel = %parked.consumer.topic(), %error, ?backoff, "receive failed, retrying");
                     crate::metrics::get().retried("receive");
                     tokio::select! {
-                        _ = &mut stop => return parked,
+                        _ = &mut *stop => return parked,
                         _ = tokio::time::sleep(backoff) => {}
                     }
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -615,7 +635,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
         }
         let sent = tokio::select! {
             biased;
-            _ = &mut stop => return parked,
+            _ = &mut *stop => return parked,
             sent = ctx.tx.send(&mut parked.pending) => sent,
         };
         let Ok(sent) = sent else { return parked };
@@ -624,7 +644,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
             ctx.signal.add_ticks_queued(sent.ticks);
         }
         if sent.closed {
-            let _ = stop.await;
+            let _ = (&mut *stop).await;
             return parked;
         }
     }

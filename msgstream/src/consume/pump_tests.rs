@@ -1,4 +1,4 @@
-//! How a pump cuts what it receives into batches.
+//! How a pump cuts what it receives into batches, and how it ends.
 
 use super::*;
 use crate::consume::queue::queue;
@@ -123,4 +123,26 @@ async fn batches_are_built_on_the_vectors_handed_back() {
         "the block came round"
     );
     assert_eq!(next.msgs.len(), 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicked_pump_stops_without_waiting_for_room() {
+    // Two inserts fill the queue of two, then the decoder panics on the third message: the
+    // channel's ending waits for room no one will give, since nothing reads the queue.
+    let (client, options) = crate::stream::panic_tests::setup(2, 2).await;
+    let consumer = client
+        .subscribe(ConsumerOptions::new("a", "sub"))
+        .await
+        .expect("consumer");
+    let mut pumps = Pumps::new(client.as_ref(), &options);
+    let (tx, _rx) = queue(2);
+    let (index, _) = pumps.add(consumer, tx);
+    let signal = pumps.signal(index).expect("signal").clone();
+    let wait = std::time::Duration::from_secs(10);
+    tokio::time::timeout(wait, signal.wait_for_tick_or_end_after(u64::MAX))
+        .await
+        .expect("the pump panicked");
+    tokio::time::timeout(wait, pumps.close())
+        .await
+        .expect("close waited for the panicked pump to find room");
 }

@@ -119,14 +119,6 @@ impl Queue {
     pub(crate) fn room(&self) -> usize {
         self.room.available_permits()
     }
-
-    /// Sends `batch` whole, waiting for room for all of it (for the few events that end a
-    /// channel).
-    pub(crate) async fn send_all(&self, batch: Batch) -> Result<(), Gone> {
-        let need = u32::try_from(batch.len()).unwrap_or(u32::MAX);
-        self.room.acquire_many(need).await?.forget();
-        self.tx.send(vec![batch]).map_err(|_| Gone)
-    }
 }
 
 /// What a [`Queue::send`] sent.

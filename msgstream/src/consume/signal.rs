@@ -1,16 +1,20 @@
 //! [`PumpSignal`]: what a pump tells its stream without going through the queue.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
 
-/// Counters a pump publishes for its stream: how many ticks it has queued (so a stream that
-/// stopped reading a channel at its cap can tell that a tick waits in the queue, and resume),
-/// and how many received messages it holds before the queue (so the stream can count
-/// everything it holds).
+/// Counters a pump publishes for its stream: how many ticks it has queued and whether its
+/// consumer has ended (so a stream that stopped reading a channel at its cap can tell that a
+/// tick, or the channel's end, is on its way through the queue, and resume), and how many
+/// received messages it holds before the queue (so the stream can count everything it holds).
 #[derive(Debug, Default)]
 pub(crate) struct PumpSignal {
     ticks_queued: AtomicU64,
+    /// Set as soon as the pump knows its channel ends (the consumer closed, failed for good,
+    /// or the pump panicked), before the end is queued: a queue the stream does not read may
+    /// have no room for it.
+    ended: AtomicBool,
     pending: AtomicUsize,
     notify: Notify,
 }
@@ -27,13 +31,30 @@ impl PumpSignal {
         self.ticks_queued.load(Ordering::Acquire)
     }
 
-    /// Waits until more than `seen` ticks have been queued. Cancel-safe.
-    pub(crate) async fn wait_for_tick_after(&self, seen: u64) {
+    /// The channel ends: nothing comes after what the pump holds and has queued.
+    pub(crate) fn set_ended(&self) {
+        self.ended.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// The channel starts over (a seek restarted its consumer).
+    pub(crate) fn clear_ended(&self) {
+        self.ended.store(false, Ordering::Release);
+    }
+
+    /// Whether a tick beyond the first `seen`, or the channel's end, is on its way: reading the
+    /// channel on reaches it.
+    pub(crate) fn tick_or_end_after(&self, seen: u64) -> bool {
+        self.ticks_queued() > seen || self.ended.load(Ordering::Acquire)
+    }
+
+    /// Waits until more than `seen` ticks have been queued or the channel ended. Cancel-safe.
+    pub(crate) async fn wait_for_tick_or_end_after(&self, seen: u64) {
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.ticks_queued() > seen {
+            if self.tick_or_end_after(seen) {
                 return;
             }
             notified.await;

@@ -1,5 +1,7 @@
 //! The plain message stream.
 
+#[cfg(test)]
+pub(crate) mod panic_tests;
 mod plain;
 #[cfg(test)]
 mod rollback_tests;

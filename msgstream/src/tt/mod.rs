@@ -3,6 +3,8 @@
 mod aligner;
 #[cfg(test)]
 mod aligner_tests;
+#[cfg(test)]
+mod capped_tests;
 mod stream;
 pub(crate) mod summary;
 

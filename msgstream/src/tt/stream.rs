@@ -259,7 +259,7 @@ impl TtMsgStream {
             if held >= max_held {
                 let signal = side.pumps.signal(channel)?.clone();
                 let taken = side.ticks_taken.get(channel).copied().unwrap_or(0);
-                if signal.ticks_queued() <= taken {
+                if !signal.tick_or_end_after(taken) {
                     if side.capped_since.get(channel).is_some_and(Option::is_none) {
                         let name = side.aligner.channel_names().nth(channel).unwrap_or("");
                         tracing::warn!(
@@ -273,7 +273,7 @@ impl TtMsgStream {
                         }
                     }
                     side.release();
-                    signal.wait_for_tick_after(taken).await;
+                    signal.wait_for_tick_or_end_after(taken).await;
                     continue;
                 }
             }
@@ -314,16 +314,17 @@ impl TtMsgStream {
                 }
                 continue;
             }
-            // Near the cap, read only up to it, unless a tick is queued (then on to the tick:
-            // one that ends this batch is queued, so such a batch is never split).
+            // Near the cap, read only up to it, unless a tick or the channel's end is on its way
+            // (then on to it: a tick that ends this batch is queued, so such a batch is never
+            // split).
             let room = max_held.saturating_sub(held);
             if !batch.ends_with_tick() && batch.msgs.len() > room {
                 let taken = side.ticks_taken.get(channel).copied().unwrap_or(0);
-                let tick_queued = side
+                let tick_or_end = side
                     .pumps
                     .signal(channel)
-                    .is_some_and(|signal| signal.ticks_queued() > taken);
-                if !tick_queued {
+                    .is_some_and(|signal| signal.tick_or_end_after(taken));
+                if !tick_or_end {
                     // `0 < room`: a channel at its cap with no tick queued waited above.
                     let front = batch.split_front(room);
                     side.receivers.get_mut(channel)?.unread(batch);
