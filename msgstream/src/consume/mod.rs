@@ -9,6 +9,7 @@ mod options;
 pub(crate) mod pump;
 pub(crate) mod queue;
 mod readers;
+pub(crate) mod runs;
 pub(crate) mod signal;
 pub(crate) mod spares;
 mod subscribe;

@@ -1,9 +1,11 @@
-//! How a pump cuts what it receives into batches, and how it ends.
+//! How a pump cuts what it receives into batches (as the tt stream's runs ask), and how it
+//! ends.
 
 use super::*;
 use crate::consume::queue::queue;
 use crate::mem::MemoryClient;
 use crate::mq::{ConsumerOptions, Delivery};
+use crate::tt::runs::{LongRuns, LONG_RUN};
 
 /// An insert at `ts` (`tick`: a timetick at `ts`) as a received message with id `ts`.
 fn received(ts: u64, tick: bool) -> Message {
@@ -28,7 +30,7 @@ fn run_of(from: u64, to: u64, tick_every: u64) -> Vec<Message> {
         .collect()
 }
 
-async fn pump() -> (PumpContext, Parked) {
+async fn pump() -> (PumpContext<LongRuns>, Parked<LongRuns>) {
     let client = MemoryClient::new();
     client.create_producer("ch").await.expect("channel");
     let consumer = client
@@ -51,14 +53,13 @@ async fn pump() -> (PumpContext, Parked) {
         consumer,
         pending: VecDeque::new(),
         first_received: None,
-        run_hint: 0,
-        mid_run: false,
+        runs: LongRuns::default(),
     };
     (ctx, parked)
 }
 
 /// Each pending batch as (messages, ticks, ends with a tick).
-fn shapes(parked: &mut Parked) -> Vec<(usize, usize, bool)> {
+fn shapes(parked: &mut Parked<LongRuns>) -> Vec<(usize, usize, bool)> {
     parked
         .pending
         .drain(..)
@@ -134,7 +135,7 @@ async fn a_panicked_pump_stops_without_waiting_for_room() {
         .subscribe(ConsumerOptions::new("a", "sub"))
         .await
         .expect("consumer");
-    let mut pumps = Pumps::new(client.as_ref(), &options);
+    let mut pumps = Pumps::<LongRuns>::new(client.as_ref(), &options);
     let (tx, _rx) = queue(2);
     let (index, _) = pumps.add(consumer, tx);
     let signal = pumps.signal(index).expect("signal").clone();

@@ -88,13 +88,13 @@ impl Spares {
     /// An empty batch of `channel` in `generation` with room for `capacity` messages, on spare
     /// vectors where there are some (which may hold more). `run` is the room the pump expects
     /// a whole run to take (0: not known yet); spares with less are not kept from now on.
-    pub(crate) fn batch(
+    pub(crate) fn batch<S: Default>(
         &self,
         channel: usize,
         generation: u64,
         capacity: usize,
         run: usize,
-    ) -> Batch {
+    ) -> Batch<S> {
         let mut batch = Batch::new(channel, generation, 0);
         if let Ok(mut kept) = self.kept.lock() {
             if run > 0 {
@@ -168,7 +168,7 @@ mod tests {
         spares.give_back(msgs, Vec::with_capacity(64));
         spares.give_back_tokens(VecDeque::with_capacity(64));
         assert_eq!(spares.counts(), (1, 1, 1));
-        let batch = spares.batch(2, 5, 10, 0);
+        let batch = spares.batch::<()>(2, 5, 10, 0);
         assert_eq!((batch.channel, batch.generation, batch.len()), (2, 5, 0));
         assert_eq!(
             batch.msgs.as_slices().0.as_ptr(),
@@ -178,7 +178,7 @@ mod tests {
         assert!(batch.msgs.capacity() >= 64 && batch.tokens.capacity() >= 64);
         assert_eq!(spares.counts(), (0, 0, 0));
         // None left: a fresh batch, sized as asked.
-        assert!(spares.batch(2, 5, 10, 0).msgs.capacity() >= 10);
+        assert!(spares.batch::<()>(2, 5, 10, 0).msgs.capacity() >= 10);
     }
 
     #[test]
@@ -201,11 +201,11 @@ mod tests {
             "3 × 30 fit in 100, a fourth does not"
         );
         // Taking one makes room for one again.
-        drop(spares.batch(0, 0, 1, 0));
+        drop(spares.batch::<()>(0, 0, 1, 0));
         spares.give_back(Vec::with_capacity(30), Vec::new());
         assert_eq!(spares.counts(), (3, 2, 2));
         // Once the pump expects runs of 40, a spare with less would have to grow: dropped.
-        drop(spares.batch(0, 0, 10, 40));
+        drop(spares.batch::<()>(0, 0, 10, 40));
         spares.give_back(Vec::with_capacity(30), Vec::with_capacity(40));
         assert_eq!(spares.counts(), (2, 2, 1));
     }

@@ -8,6 +8,7 @@ use crate::consume::batch::Batch;
 use crate::consume::commit::AckToken;
 use crate::consume::pump::Pumps;
 use crate::consume::queue::{queue, Queue, QueueReader};
+use crate::consume::runs::Whole;
 use crate::consume::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
     StreamOptions,
@@ -18,9 +19,9 @@ use crate::produce::producers::{producing_methods, Producers};
 use crate::{Error, Result};
 
 struct ConsumerSide {
-    pumps: Pumps,
-    tx: Queue,
-    rx: QueueReader,
+    pumps: Pumps<Whole>,
+    tx: Queue<()>,
+    rx: QueueReader<()>,
     open: usize,
     commits: CommitLog,
     /// The last message handed to the application (channel index, id), not yet committed.
@@ -32,7 +33,7 @@ struct ConsumerSide {
     failed: bool,
     /// The batch being handed over, one message per pack (boxed: one allocation per batch
     /// keeps the stream itself small).
-    handing: Option<Box<Batch>>,
+    handing: Option<Box<Batch<()>>>,
 }
 
 /// One delivery of a batch, moved once, straight into the pack it becomes: boxing the
@@ -45,7 +46,7 @@ enum Handed {
 }
 
 /// The next delivery of `batch`, in its order: messages, the failure, the end.
-fn next_delivery(batch: &mut Batch) -> Option<Handed> {
+fn next_delivery(batch: &mut Batch<()>) -> Option<Handed> {
     if let Some((msg, _, token)) = batch.pop_front() {
         return Some(Handed::Msg(msg, token));
     }

@@ -5,8 +5,9 @@ mod aligner;
 mod aligner_tests;
 #[cfg(test)]
 mod capped_tests;
+pub(crate) mod runs;
 mod stream;
-pub(crate) mod summary;
+mod summary;
 
 pub use crate::consume::LatePolicy;
 pub use aligner::{TimetickAligner, WatermarkHolder};

@@ -13,6 +13,8 @@ use std::time::SystemTime;
 use futures::Stream;
 
 use super::aligner::{TimetickAligner, WatermarkHolder};
+use super::runs::LongRuns;
+use super::summary::RunSummary;
 use crate::consume::pump::Pumps;
 use crate::consume::queue::{queue, QueueReader};
 use crate::consume::{
@@ -60,8 +62,8 @@ pub struct CappedChannel {
 struct TtSide {
     /// The subscription, naming this stream in metrics.
     subscription: String,
-    pumps: Pumps,
-    receivers: Vec<QueueReader>,
+    pumps: Pumps<LongRuns>,
+    receivers: Vec<QueueReader<RunSummary>>,
     aligner: TimetickAligner,
     closed: bool,
     packs: u64,
