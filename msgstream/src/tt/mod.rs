@@ -5,6 +5,8 @@ mod aligner;
 mod aligner_tests;
 #[cfg(test)]
 mod capped_tests;
+mod driver;
+mod feed;
 pub(crate) mod runs;
 mod stream;
 mod summary;
