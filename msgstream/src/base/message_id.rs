@@ -17,8 +17,8 @@ use bytes::Bytes;
 #[derive(Clone)]
 pub struct MessageId(Repr);
 
-/// Inline capacity. 23 bytes and the length fit beside the niche of `Bytes`' vtable pointer, so
-/// an id is 32 bytes with no separate tag. At 24 it took 40.
+/// Inline capacity: 23 bytes and the length fit beside the niche of `Bytes`' vtable pointer, so
+/// an id is 32 bytes with no separate tag.
 const INLINE: usize = 23;
 
 const _: () = assert!(std::mem::size_of::<MessageId>() == 32);
@@ -31,10 +31,8 @@ enum Repr {
 
 /// An inline id's bytes and length as one 8-byte-aligned block of 24 bytes.
 ///
-/// Why the alignment: as enum fields (`len` then the bytes), the bytes lay at an odd offset,
-/// so every move of a `Message` or `MsgPosition` copied them through overlapping unaligned
-/// stores, and the next read of the copy stalled on store forwarding (the hottest instructions
-/// of the stream's decode loop under `perf`). Aligned, a copy is three whole words.
+/// Aligned, so that every move of a `Message` or `MsgPosition` copies an id as three whole
+/// words rather than through unaligned stores that a following read stalls on.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
 struct InlineId {

@@ -1,13 +1,10 @@
 //! [`Spares`]: the emptied vectors of a channel's batches, handed back to its pump for the
 //! next batches.
 //!
-//! Why: a pump allocates a batch's three vectors (the messages' block, about 40 KB for a run
-//! of 64 inserts, their `end_ts`s and their ack tokens) on the worker it runs on, and the tt
-//! stream empties them on the application's task, usually on the other worker. Freed there,
-//! each was a free into another thread's glibc arena, which takes that arena's lock against
-//! the pump's next allocation: under `perf`, the allocator's work for these vectors (with
-//! the lock waits and a growth copy now and then) was about a tenth of the tt stream's CPU
-//! over 16 rocksmq channels. Handed back instead, the same vectors go round.
+//! Why: a pump allocates a batch's vectors (the messages' block, their `end_ts`s and their ack
+//! tokens) on its worker, and the tt stream empties them on the application's task, usually on
+//! another worker; freeing them there contends with the pump's next allocation in the
+//! allocator. Handed back instead, the same vectors go round.
 //!
 //! Bounded by room, not by count: the spares of each kind hold room for at most as many
 //! messages as the channel's queue, so a channel never keeps more memory aside than a full

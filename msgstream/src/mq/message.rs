@@ -39,9 +39,7 @@ pub struct Delivery {
 pub struct Message {
     /// Channel it was read from. Backends intern their consumers' channel names
     /// ([`SharedStr::interned`]), so that making and dropping a message's copy touches no
-    /// reference count: as an `Arc<str>` shared by every message of a consumer, its count's
-    /// decrement, on a line the application's thread also reads, was nine tenths of the cost
-    /// of dropping a received message on the tt stream's pumps.
+    /// reference count shared with the application's thread.
     pub topic: SharedStr,
     /// Its id in that channel.
     pub id: MessageId,
