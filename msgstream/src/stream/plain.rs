@@ -177,7 +177,14 @@ impl MsgStream {
                 _ => None,
             };
             let Some((channel, handed)) = next else {
-                let batch = side.rx.recv().await?;
+                let Some(batch) = side.rx.recv().await else {
+                    // The stream holds a sender itself: the queue cannot end while it lives.
+                    side.failed = true;
+                    return Some(Err(Error::backend(
+                        "msgstream",
+                        "stream: broken invariant: the queue of the consumers ended",
+                    )));
+                };
                 side.handing = side.pumps.is_current(&batch).then(|| Box::new(batch));
                 continue;
             };
