@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::mq::MessageId;
+use crate::base::MessageId;
 
 /// Every failure the core or a backend can report through the mq layer and the streams.
 ///

@@ -9,12 +9,15 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+pub mod base;
+mod consume;
 pub mod error;
 pub mod mem;
 pub mod metrics;
 pub mod mq;
 pub mod msg;
 pub mod prelude;
+mod produce;
 pub mod retry;
 pub mod stream;
 #[cfg(feature = "testkit")]

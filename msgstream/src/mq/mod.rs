@@ -11,9 +11,10 @@ mod message;
 mod options;
 mod sending;
 
+pub use crate::base::{MessageId, Properties};
 pub use capabilities::{Capabilities, Ordering};
 pub use client::{Acker, Client, Consumer, Producer, Reader};
-pub use message::{Delivery, Message, MessageId, ProducerMessage, Properties};
+pub use message::{Delivery, Message, ProducerMessage};
 pub use options::{
     validate_channel_name, ConsumerOptions, InitialPosition, ReaderOptions, SubscriptionInfo,
 };

@@ -5,9 +5,9 @@ mod dispatcher;
 mod pack;
 mod proto;
 mod row_vec;
-mod shared_str;
 mod tsmsg;
 
+pub use crate::base::SharedStr;
 pub use dispatcher::{Decoder, DecoderRegistry};
 pub use pack::MsgPack;
 pub use proto::{
@@ -17,5 +17,4 @@ pub use proto::{
     StringArray, TimeTickMsg, WalName,
 };
 pub use row_vec::{RowVec, RowVecIntoIter};
-pub use shared_str::SharedStr;
 pub use tsmsg::{CustomMsg, MsgBody, TsMsg};

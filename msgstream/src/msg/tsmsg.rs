@@ -8,7 +8,7 @@ use super::proto::{
     DropCollectionRequest, DropPartitionRequest, InsertRequest, MsgBase, MsgHeader, MsgPosition,
     MsgType, TimeTickMsg,
 };
-use crate::mq::Properties;
+use crate::base::Properties;
 use crate::{Error, Result};
 
 /// A message kind the core does not decode, carried as its full protobuf encoding.

@@ -4,23 +4,24 @@ use std::sync::Arc;
 
 use futures::Stream;
 
-use super::batch::Batch;
-use super::commit::AckToken;
-use super::options::StreamOptions;
-use super::producers::{producing_methods, Producers};
-use super::pump::Pumps;
-use super::queue::{queue, Queue, QueueReader};
-use super::{
+use crate::consume::batch::Batch;
+use crate::consume::commit::AckToken;
+use crate::consume::pump::Pumps;
+use crate::consume::queue::{queue, Queue, QueueReader};
+use crate::consume::runs::Whole;
+use crate::consume::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
+    StreamOptions,
 };
 use crate::mq::{Client, InitialPosition, MessageId};
 use crate::msg::{MsgPack, MsgPosition, TsMsg};
+use crate::produce::producers::{producing_methods, Producers};
 use crate::{Error, Result};
 
 struct ConsumerSide {
-    pumps: Pumps,
-    tx: Queue,
-    rx: QueueReader,
+    pumps: Pumps<Whole>,
+    tx: Queue<()>,
+    rx: QueueReader<()>,
     open: usize,
     commits: CommitLog,
     /// The last message handed to the application (channel index, id), not yet committed.
@@ -32,7 +33,7 @@ struct ConsumerSide {
     failed: bool,
     /// The batch being handed over, one message per pack (boxed: one allocation per batch
     /// keeps the stream itself small).
-    handing: Option<Box<Batch>>,
+    handing: Option<Box<Batch<()>>>,
 }
 
 /// One delivery of a batch, moved once, straight into the pack it becomes: boxing the
@@ -45,7 +46,7 @@ enum Handed {
 }
 
 /// The next delivery of `batch`, in its order: messages, the failure, the end.
-fn next_delivery(batch: &mut Batch) -> Option<Handed> {
+fn next_delivery(batch: &mut Batch<()>) -> Option<Handed> {
     if let Some((msg, _, token)) = batch.pop_front() {
         return Some(Handed::Msg(msg, token));
     }
@@ -176,7 +177,14 @@ impl MsgStream {
                 _ => None,
             };
             let Some((channel, handed)) = next else {
-                let batch = side.rx.recv().await?;
+                let Some(batch) = side.rx.recv().await else {
+                    // The stream holds a sender itself: the queue cannot end while it lives.
+                    side.failed = true;
+                    return Some(Err(Error::backend(
+                        "msgstream",
+                        "stream: broken invariant: the queue of the consumers ended",
+                    )));
+                };
                 side.handing = side.pumps.is_current(&batch).then(|| Box::new(batch));
                 continue;
             };
@@ -248,7 +256,7 @@ impl MsgStream {
     /// Whether `channel` exists on the backend (Milvus's `CheckTopicValid`):
     /// `Error::UnknownChannel` if not.
     pub async fn check_topic_valid(&self, channel: &str) -> Result<()> {
-        super::check_topic_valid(self.client.as_ref(), channel).await
+        crate::consume::check_topic_valid(self.client.as_ref(), channel).await
     }
 
     /// The stream as a `futures::Stream` of packs.

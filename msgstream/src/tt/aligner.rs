@@ -25,18 +25,9 @@
 use std::collections::HashSet;
 
 use super::summary::{dedup_order, DedupOrder, RunSummary};
+use crate::consume::LatePolicy;
 use crate::msg::{Ids, MsgBody, MsgPack, MsgPosition, TsMsg};
 use crate::{Error, Result};
-
-/// What to do with a late message (timestamp at or below an emitted pack's `end_ts`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LatePolicy {
-    /// Report it as [`Error::LateMessage`] from the stream (which then continues). Default.
-    #[default]
-    Error,
-    /// Log a warning, count it, and drop it.
-    Drop,
-}
 
 /// Which channel holds the watermark back, and by how much.
 #[derive(Debug, Clone, PartialEq, Eq)]

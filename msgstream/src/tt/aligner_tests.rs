@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 
-use super::aligner::{LatePolicy, TimetickAligner};
+use super::aligner::TimetickAligner;
+use crate::consume::LatePolicy;
 use crate::mq::MessageId;
 use crate::msg::{
     DeleteRequest, Ids, InsertRequest, MsgBase, MsgBody, MsgPack, MsgPosition, MsgType, TsMsg,

@@ -3,8 +3,14 @@
 mod aligner;
 #[cfg(test)]
 mod aligner_tests;
+#[cfg(test)]
+mod capped_tests;
+mod driver;
+mod feed;
+pub(crate) mod runs;
 mod stream;
-pub(crate) mod summary;
+mod summary;
 
-pub use aligner::{LatePolicy, TimetickAligner, WatermarkHolder};
+pub use crate::consume::LatePolicy;
+pub use aligner::{TimetickAligner, WatermarkHolder};
 pub use stream::{CappedChannel, TtMsgStream, TtStats};

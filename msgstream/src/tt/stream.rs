@@ -1,10 +1,10 @@
-//! `TtMsgStream`: the async driver around [`TimetickAligner`].
+//! `TtMsgStream`: the tt stream's public interface around its consuming side.
 //!
 //! One pump task per channel receives and decodes into that channel's own bounded queue; the
-//! driver reads only the channels the aligner asks for (those holding the watermark back). A
-//! channel far ahead therefore fills its queue and its pump stops receiving: memory does not
-//! grow with lag. Everything about packs — boundaries, order, positions, late messages — is
-//! decided by the aligner, so the driver adds no nondeterminism.
+//! driver ([`super::driver`]) reads only the channels the aligner asks for (those holding the
+//! watermark back). A channel far ahead therefore fills its queue and its pump stops receiving:
+//! memory does not grow with lag. Everything about packs — boundaries, order, positions, late
+//! messages — is decided by the aligner, so the driver adds no nondeterminism.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,15 +13,16 @@ use std::time::SystemTime;
 use futures::Stream;
 
 use super::aligner::{TimetickAligner, WatermarkHolder};
-use crate::mq::{Client, InitialPosition, MessageId};
-use crate::msg::{MsgPack, MsgPosition};
-use crate::stream::producers::{producing_methods, Producers};
-use crate::stream::pump::Pumps;
-use crate::stream::queue::{queue, QueueReader};
-use crate::stream::{
+use super::driver::TtSide;
+use crate::consume::pump::Pumps;
+use crate::consume::queue::queue;
+use crate::consume::{
     check_distinct, precheck_targets, resolve_position, subscribe_all, CommitLog, Readers,
     StreamOptions,
 };
+use crate::mq::{Client, InitialPosition, MessageId};
+use crate::msg::{MsgPack, MsgPosition};
+use crate::produce::producers::{producing_methods, Producers};
 use crate::{Error, Result};
 
 /// Counters of a tt stream, for diagnostics and benchmarks.
@@ -55,71 +56,6 @@ pub struct CappedChannel {
     pub held: usize,
     /// When it reached the cap.
     pub since: SystemTime,
-}
-
-struct TtSide {
-    /// The subscription, naming this stream in metrics.
-    subscription: String,
-    pumps: Pumps,
-    receivers: Vec<QueueReader>,
-    aligner: TimetickAligner,
-    closed: bool,
-    packs: u64,
-    peak_buffered: usize,
-    commits: CommitLog,
-    /// End positions of the last pack handed to the application, not yet committed.
-    delivered: Option<Vec<MsgPosition>>,
-    /// Per channel, tick events taken from its queue (compared with the ticks its pump queued).
-    ticks_taken: Vec<u64>,
-    /// Per channel, since when it is capped.
-    capped_since: Vec<Option<SystemTime>>,
-}
-
-impl TtSide {
-    /// Frees the queue room of every message taken: before the stream waits for anything or
-    /// returns, so that no pump waits for room the stream does not need.
-    fn release(&mut self) {
-        self.receivers.iter_mut().for_each(QueueReader::release);
-    }
-
-    /// `count` ticks of `channel` were taken from its queue: counted (against the ticks its
-    /// pump queued), and the channel's room given back now rather than at the pack (the
-    /// aligner mostly moves on to another channel after a tick). A capped channel that ticked
-    /// is read again.
-    fn took_ticks(&mut self, channel: usize, count: usize) {
-        if count == 0 {
-            return;
-        }
-        if let Some(receiver) = self.receivers.get_mut(channel) {
-            receiver.release();
-        }
-        if let Some(taken) = self.ticks_taken.get_mut(channel) {
-            *taken += count as u64;
-        }
-        if let Some(since) = self.capped_since.get_mut(channel) {
-            if since.take().is_some() {
-                tracing::info!(
-                    channel,
-                    "tt stream: capped channel ticked, reading it again"
-                );
-            }
-        }
-    }
-
-    /// Commits every channel up to `positions` (end positions, in channel order).
-    async fn commit_to(&mut self, positions: &[MsgPosition]) -> Result<()> {
-        let points: Vec<(usize, &MessageId)> =
-            positions.iter().map(|p| &p.msg_id).enumerate().collect();
-        self.commits.commit(&points).await
-    }
-
-    /// Commits the last pack handed over, if any.
-    async fn commit_delivered(&mut self) -> Result<()> {
-        match self.delivered.take() {
-            Some(positions) => self.commit_to(&positions).await,
-            None => Ok(()),
-        }
-    }
 }
 
 /// A timetick-aligned stream (Milvus's `MqTtMsgStream`), producing with the same methods as
@@ -218,169 +154,14 @@ impl TtMsgStream {
     /// message (under the default policy) or an undecodable one is returned as an `Err` item and
     /// the stream goes on; a permanent consumer failure is returned as an item and ends it.
     pub async fn next_pack(&mut self) -> Option<Result<MsgPack>> {
-        let auto_commit = self.options.auto_commit;
         let max_held = self.options.max_held_per_channel.max(1);
         let side = self.side.as_mut()?;
-        if auto_commit {
+        if self.options.auto_commit {
             if let Err(error) = side.commit_delivered().await {
                 return Some(Err(error));
             }
         }
-        loop {
-            if side.closed {
-                return None;
-            }
-            if let Some(pack) = side.aligner.pop_pack() {
-                side.packs += 1;
-                side.release();
-                let queued: usize = side.receivers.iter().map(QueueReader::held).sum::<usize>()
-                    + side.pumps.pending();
-                side.peak_buffered = side
-                    .peak_buffered
-                    .max(side.aligner.peak_buffered())
-                    .max(side.aligner.buffered() + queued);
-                if let Some(holder) = side.aligner.holder() {
-                    tracing::debug!(
-                        target: "msgstream::metrics",
-                        end_ts = pack.end_ts,
-                        holder = %holder.name,
-                        lag = holder.lag,
-                        buffered = side.aligner.buffered(),
-                        "tt pack"
-                    );
-                }
-                let ticks: Vec<(&str, Option<u64>)> = side.aligner.last_ticks().collect();
-                crate::metrics::get().alignment(&side.subscription, &ticks);
-                side.delivered = Some(pack.end_positions.clone());
-                return Some(Ok(pack));
-            }
-            let channel = side.aligner.next_channel()?;
-            let held = side.aligner.buffered_in(channel);
-            if held >= max_held {
-                let signal = side.pumps.signal(channel)?.clone();
-                let taken = side.ticks_taken.get(channel).copied().unwrap_or(0);
-                if signal.ticks_queued() <= taken {
-                    if side.capped_since.get(channel).is_some_and(Option::is_none) {
-                        let name = side.aligner.channel_names().nth(channel).unwrap_or("");
-                        tracing::warn!(
-                            channel = %name,
-                            held,
-                            "tt stream: channel holds {held} messages without a tick; not reading it until it ticks"
-                        );
-                        crate::metrics::get().stalled(&side.subscription, name);
-                        if let Some(since) = side.capped_since.get_mut(channel) {
-                            *since = Some(SystemTime::now());
-                        }
-                    }
-                    side.release();
-                    signal.wait_for_tick_after(taken).await;
-                    continue;
-                }
-            }
-            let receiver = side.receivers.get_mut(channel)?;
-            let mut batch = match receiver.try_next() {
-                Some(batch) => batch,
-                None => {
-                    side.release();
-                    side.receivers.get_mut(channel)?.recv().await?
-                }
-            };
-            if !side.pumps.is_current(&batch) {
-                // From before a seek: dropped, its ticks counted as taken.
-                side.took_ticks(channel, batch.ticks);
-                continue;
-            }
-            if !batch.is_one_run() {
-                // Several runs: only the first is read now, message by message from the front
-                // (nothing else moves); the aligner may want another channel after its tick.
-                // A tick is queued (in this batch), so the cap does not apply.
-                let mut pushed = Ok(());
-                while let Some((msg, end_ts, token)) = batch.pop_front() {
-                    let tick = msg.is_time_tick();
-                    side.commits.received(channel, token, tick);
-                    pushed = side.aligner.push_with_end_ts(channel, msg, end_ts);
-                    if tick {
-                        side.took_ticks(channel, 1);
-                    }
-                    if tick || pushed.is_err() {
-                        break;
-                    }
-                }
-                if batch.len() > 0 {
-                    side.receivers.get_mut(channel)?.unread(batch);
-                }
-                if let Err(error) = pushed {
-                    return Some(Err(error));
-                }
-                continue;
-            }
-            // Near the cap, read only up to it, unless a tick is queued (then on to the tick:
-            // one that ends this batch is queued, so such a batch is never split).
-            let room = max_held.saturating_sub(held);
-            if !batch.ends_with_tick() && batch.msgs.len() > room {
-                let taken = side.ticks_taken.get(channel).copied().unwrap_or(0);
-                let tick_queued = side
-                    .pumps
-                    .signal(channel)
-                    .is_some_and(|signal| signal.ticks_queued() > taken);
-                if !tick_queued {
-                    // `0 < room`: a channel at its cap with no tick queued waited above.
-                    let front = batch.split_front(room);
-                    side.receivers.get_mut(channel)?.unread(batch);
-                    batch = front;
-                }
-            }
-            let tick = batch.ends_with_tick();
-            // One run: moved into the aligner as a block (a deque filled from empty is a
-            // `Vec` in place).
-            let mut msgs = Vec::from(std::mem::take(&mut batch.msgs));
-            let mut ends = Vec::from(std::mem::take(&mut batch.ends));
-            let pushed = side
-                .aligner
-                .push_run(channel, &mut msgs, &mut ends, batch.summary.take());
-            // What was pushed (or dropped, or reported late) was received: the rest, after a
-            // late message, comes again on the next call.
-            let rest_tokens = batch.tokens.split_off(batch.tokens.len() - msgs.len());
-            let mut done = std::mem::replace(&mut batch.tokens, rest_tokens);
-            let passed_tick = tick && msgs.is_empty();
-            if passed_tick {
-                // Counted once taken: after a late message it is still to come.
-                side.took_ticks(channel, 1);
-            }
-            // The pump marked the tick's token passed and the others not, as the aligner
-            // takes them: a pushed tick is passed, a buffered message is not.
-            debug_assert!(done
-                .iter()
-                .enumerate()
-                .all(|(i, t)| t.passed == (passed_tick && i + 1 == done.len())));
-            side.commits.received_all(channel, &mut done);
-            let spares = side.pumps.spares(channel);
-            if let Some(spares) = spares {
-                spares.give_back_tokens(done);
-            }
-            if let Err(error) = pushed {
-                batch.msgs = msgs.into();
-                batch.ends = ends.into();
-                side.receivers.get_mut(channel)?.unread(batch);
-                return Some(Err(error));
-            }
-            if let Some(spares) = spares {
-                // The aligner's emptied vectors, given in exchange for the block.
-                spares.give_back(msgs, ends);
-            }
-            if let Some((error, token)) = batch.failure.take() {
-                if let Some(token) = token {
-                    side.commits.received(channel, token, true);
-                }
-                if batch.closed {
-                    side.receivers.get_mut(channel)?.unread(batch);
-                }
-                return Some(Err(error));
-            }
-            if batch.closed {
-                side.closed = true;
-            }
-        }
+        side.next_pack(max_held).await
     }
 
     /// The packs as a `futures::Stream` borrowing the stream, which stays usable afterwards
@@ -395,7 +176,7 @@ impl TtMsgStream {
     /// Whether `channel` exists on the backend (Milvus's `CheckTopicValid`):
     /// `Error::UnknownChannel` if not.
     pub async fn check_topic_valid(&self, channel: &str) -> Result<()> {
-        crate::stream::check_topic_valid(self.client.as_ref(), channel).await
+        crate::consume::check_topic_valid(self.client.as_ref(), channel).await
     }
 
     /// The newest message id of a subscribed channel (`None` when it is empty), Milvus's

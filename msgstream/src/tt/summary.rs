@@ -2,14 +2,12 @@
 //! they arrive so that the cut need not read them.
 //!
 //! Why: a pack takes a channel's whole buffer in one move when every message is at or below
-//! the watermark and none repeats another (their [`DedupOrder`]s rise strictly). Checked at
-//! the cut, that read a few fields of every buffered message on the application's thread: the
-//! first touch there of each 520-byte message a pump wrote on the other core, a cache miss per
-//! message, and the hottest instructions of cutting a pack under `perf`. A pump now notes each
-//! message's order and `end_ts` in its batch's summary right after decoding it (while the
-//! message is in its own cache), the aligner joins the summaries of the runs it buffers, and
-//! the cut compares two numbers. Where no summary comes with a run (a batch split or taken
-//! apart), the aligner works it out from the messages, as the cut did before.
+//! the watermark and none repeats another (their [`DedupOrder`]s rise strictly). Checking that
+//! at the cut would read every buffered message on the application's thread, where none of
+//! them is in cache. So a pump notes each message's order and `end_ts` in its batch's summary
+//! right after decoding it (see `tt::runs`), the aligner joins the summaries of the runs it
+//! buffers, and the cut compares two numbers. Where no summary comes with a run (a batch split
+//! or taken apart), the aligner works it out from the messages.
 
 use crate::msg::{MsgBody, TsMsg};
 

@@ -3,8 +3,7 @@
 use bytes::{Buf, BufMut, Bytes};
 use prost::encoding::{self, DecodeContext, WireType};
 
-use crate::mq::MessageId;
-use crate::msg::SharedStr;
+use crate::base::{MessageId, SharedStr};
 
 /// Message kinds. The field holding it is an `i32` (proto3 open enum), so values the application
 /// chooses for its own kinds survive decoding.

@@ -259,7 +259,7 @@ proptest! {
     ) {
         let position = MsgPosition {
             channel_name: channel_name.into(),
-            msg_id: crate::mq::MessageId::from_backend_bytes(msg_id),
+            msg_id: crate::base::MessageId::from_backend_bytes(msg_id),
             msg_group: msg_group.into(),
             timestamp,
             wal_name,
@@ -287,7 +287,7 @@ proptest! {
         };
         let ours = MsgPosition {
             channel_name: channel_name.into(),
-            msg_id: crate::mq::MessageId::from_backend_bytes(msg_id),
+            msg_id: crate::base::MessageId::from_backend_bytes(msg_id),
             msg_group: msg_group.into(),
             timestamp,
             wal_name,

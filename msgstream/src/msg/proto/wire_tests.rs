@@ -380,7 +380,7 @@ fn position_with_wal_name() {
         position,
         MsgPosition {
             channel_name: "ch".into(),
-            msg_id: crate::mq::MessageId::from_backend_bytes([0, 1]),
+            msg_id: crate::base::MessageId::from_backend_bytes([0, 1]),
             msg_group: "g".into(),
             timestamp: 100,
             wal_name: WalName::Test as i32,

@@ -4,7 +4,18 @@ use std::sync::Arc;
 
 use crate::msg::DecoderRegistry;
 use crate::retry::RetryPolicy;
-use crate::tt::LatePolicy;
+
+/// What the tt stream does with a late message (timestamp at or below an emitted pack's
+/// `end_ts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LatePolicy {
+    /// Report it as [`crate::Error::LateMessage`] from the stream (which then continues).
+    /// Default.
+    #[default]
+    Error,
+    /// Log a warning, count it, and drop it.
+    Drop,
+}
 
 /// Largest accepted `StreamOptions::buffer`: it sizes what each channel may hold (queued
 /// messages, and each backend consumer's prefetch), so a larger value is a configuration
@@ -34,7 +45,9 @@ pub struct StreamOptions {
     /// ticks (a channel that sends without ticking). At the cap the stream stops reading that
     /// channel and reports it (`TtMsgStream::stats().capped`, a `tracing` warning); it resumes
     /// by itself as soon as the channel's consumer has a tick queued, so it then holds at most
-    /// this plus `buffer` messages of that channel.
+    /// this plus `buffer` messages of that channel. If the channel's consumer ends (closed,
+    /// failed for good) while capped, the stream reads on to the end and reports it as it would
+    /// for any channel.
     pub max_held_per_channel: usize,
 }
 

@@ -40,7 +40,7 @@ impl Producers {
 
     /// Adds producers for `channels` (retrying transient failures).
     pub(crate) async fn add(&mut self, channels: &[&str]) -> Result<()> {
-        super::check_distinct(channels, |c| self.channels.iter().any(|have| have == c))?;
+        crate::consume::check_distinct(channels, |c| self.channels.iter().any(|have| have == c))?;
         for channel in channels {
             validate_channel_name("channel", channel)?;
         }
@@ -183,7 +183,7 @@ fn require_messages(pack: &MsgPack, what: &str) -> Result<()> {
 }
 
 /// The producer half of Milvus's `MsgStream`, as inherent methods of a stream type holding a
-/// `producers: Producers` field: the same methods on [`super::MsgStream`] and
+/// `producers: Producers` field: the same methods on [`crate::stream::MsgStream`] and
 /// [`crate::tt::TtMsgStream`], with nothing for the caller to import and `Send` futures.
 ///
 /// Every produced message carries the caller's OpenTelemetry context in its `traceparent`
@@ -210,7 +210,7 @@ macro_rules! producing_methods {
             }
 
             /// Replaces the default repack rules.
-            pub fn set_repack_func(&mut self, repack: $crate::stream::RepackFn) {
+            pub fn set_repack_func(&mut self, repack: $crate::produce::RepackFn) {
                 self.producers.set_repack(repack);
             }
 
@@ -225,7 +225,7 @@ macro_rules! producing_methods {
             pub async fn produce_mark(
                 &self,
                 pack: &$crate::msg::MsgPack,
-            ) -> $crate::Result<$crate::stream::ChannelIds> {
+            ) -> $crate::Result<$crate::produce::ChannelIds> {
                 self.producers.produce_mark(pack).await
             }
 
@@ -240,7 +240,7 @@ macro_rules! producing_methods {
             pub async fn broadcast_mark(
                 &self,
                 pack: &$crate::msg::MsgPack,
-            ) -> $crate::Result<$crate::stream::ChannelIds> {
+            ) -> $crate::Result<$crate::produce::ChannelIds> {
                 self.producers.broadcast_mark(pack).await
             }
         }

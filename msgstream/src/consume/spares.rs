@@ -1,13 +1,10 @@
 //! [`Spares`]: the emptied vectors of a channel's batches, handed back to its pump for the
 //! next batches.
 //!
-//! Why: a pump allocates a batch's three vectors (the messages' block, about 40 KB for a run
-//! of 64 inserts, their `end_ts`s and their ack tokens) on the worker it runs on, and the tt
-//! stream empties them on the application's task, usually on the other worker. Freed there,
-//! each was a free into another thread's glibc arena, which takes that arena's lock against
-//! the pump's next allocation: under `perf`, the allocator's work for these vectors (with
-//! the lock waits and a growth copy now and then) was about a tenth of the tt stream's CPU
-//! over 16 rocksmq channels. Handed back instead, the same vectors go round.
+//! Why: a pump allocates a batch's vectors (the messages' block, their `end_ts`s and their ack
+//! tokens) on its worker, and the tt stream empties them on the application's task, usually on
+//! another worker; freeing them there contends with the pump's next allocation in the
+//! allocator. Handed back instead, the same vectors go round.
 //!
 //! Bounded by room, not by count: the spares of each kind hold room for at most as many
 //! messages as the channel's queue, so a channel never keeps more memory aside than a full
@@ -88,13 +85,13 @@ impl Spares {
     /// An empty batch of `channel` in `generation` with room for `capacity` messages, on spare
     /// vectors where there are some (which may hold more). `run` is the room the pump expects
     /// a whole run to take (0: not known yet); spares with less are not kept from now on.
-    pub(crate) fn batch(
+    pub(crate) fn batch<S: Default>(
         &self,
         channel: usize,
         generation: u64,
         capacity: usize,
         run: usize,
-    ) -> Batch {
+    ) -> Batch<S> {
         let mut batch = Batch::new(channel, generation, 0);
         if let Ok(mut kept) = self.kept.lock() {
             if run > 0 {
@@ -168,7 +165,7 @@ mod tests {
         spares.give_back(msgs, Vec::with_capacity(64));
         spares.give_back_tokens(VecDeque::with_capacity(64));
         assert_eq!(spares.counts(), (1, 1, 1));
-        let batch = spares.batch(2, 5, 10, 0);
+        let batch = spares.batch::<()>(2, 5, 10, 0);
         assert_eq!((batch.channel, batch.generation, batch.len()), (2, 5, 0));
         assert_eq!(
             batch.msgs.as_slices().0.as_ptr(),
@@ -178,7 +175,7 @@ mod tests {
         assert!(batch.msgs.capacity() >= 64 && batch.tokens.capacity() >= 64);
         assert_eq!(spares.counts(), (0, 0, 0));
         // None left: a fresh batch, sized as asked.
-        assert!(spares.batch(2, 5, 10, 0).msgs.capacity() >= 10);
+        assert!(spares.batch::<()>(2, 5, 10, 0).msgs.capacity() >= 10);
     }
 
     #[test]
@@ -201,11 +198,11 @@ mod tests {
             "3 × 30 fit in 100, a fourth does not"
         );
         // Taking one makes room for one again.
-        drop(spares.batch(0, 0, 1, 0));
+        drop(spares.batch::<()>(0, 0, 1, 0));
         spares.give_back(Vec::with_capacity(30), Vec::new());
         assert_eq!(spares.counts(), (3, 2, 2));
         // Once the pump expects runs of 40, a spare with less would have to grow: dropped.
-        drop(spares.batch(0, 0, 10, 40));
+        drop(spares.batch::<()>(0, 0, 10, 40));
         spares.give_back(Vec::with_capacity(30), Vec::with_capacity(40));
         assert_eq!(spares.counts(), (2, 2, 1));
     }

@@ -22,25 +22,33 @@ use tokio::sync::{mpsc, AcquireError, Semaphore};
 use super::batch::Batch;
 
 /// The sending side, one clone per pump.
-#[derive(Clone)]
-pub(crate) struct Queue {
-    tx: mpsc::UnboundedSender<Vec<Batch>>,
+pub(crate) struct Queue<S> {
+    tx: mpsc::UnboundedSender<Vec<Batch<S>>>,
     room: Arc<Semaphore>,
 }
 
+impl<S> Clone for Queue<S> {
+    fn clone(&self) -> Self {
+        Queue {
+            tx: self.tx.clone(),
+            room: self.room.clone(),
+        }
+    }
+}
+
 /// The receiving side, owned by the stream.
-pub(crate) struct QueueReader {
-    rx: mpsc::UnboundedReceiver<Vec<Batch>>,
+pub(crate) struct QueueReader<S> {
+    rx: mpsc::UnboundedReceiver<Vec<Batch<S>>>,
     room: Arc<Semaphore>,
     capacity: usize,
     /// Batches received and not yet taken, in order.
-    batches: VecDeque<Batch>,
+    batches: VecDeque<Batch<S>>,
     /// Deliveries taken whose room is not yet freed.
     taken: usize,
 }
 
 /// A queue with room for `capacity` deliveries (at least one).
-pub(crate) fn queue(capacity: usize) -> (Queue, QueueReader) {
+pub(crate) fn queue<S>(capacity: usize) -> (Queue<S>, QueueReader<S>) {
     let capacity = capacity.clamp(1, Semaphore::MAX_PERMITS);
     let (tx, rx) = mpsc::unbounded_channel();
     let room = Arc::new(Semaphore::new(capacity));
@@ -69,13 +77,13 @@ impl From<AcquireError> for Gone {
     }
 }
 
-impl Queue {
+impl<S: Default> Queue<S> {
     /// Waits for room for at least one delivery, then sends from the front of `pending` as
     /// many as there is room for (whole batches, and the front part of the first that does not
     /// fit); returns what was sent, for the caller to look at (the batches themselves are
     /// gone). Cancel-safe: nothing leaves `pending` before the room is taken, and nothing is
     /// awaited after.
-    pub(crate) async fn send(&self, pending: &mut VecDeque<Batch>) -> Result<Sent, Gone> {
+    pub(crate) async fn send(&self, pending: &mut VecDeque<Batch<S>>) -> Result<Sent, Gone> {
         let total: usize = pending.iter().map(Batch::len).sum();
         if total == 0 {
             pending.clear();
@@ -119,14 +127,6 @@ impl Queue {
     pub(crate) fn room(&self) -> usize {
         self.room.available_permits()
     }
-
-    /// Sends `batch` whole, waiting for room for all of it (for the few events that end a
-    /// channel).
-    pub(crate) async fn send_all(&self, batch: Batch) -> Result<(), Gone> {
-        let need = u32::try_from(batch.len()).unwrap_or(u32::MAX);
-        self.room.acquire_many(need).await?.forget();
-        self.tx.send(vec![batch]).map_err(|_| Gone)
-    }
 }
 
 /// What a [`Queue::send`] sent.
@@ -139,7 +139,7 @@ pub(crate) struct Sent {
 }
 
 impl Sent {
-    fn of(batches: &[Batch]) -> Self {
+    fn of<S>(batches: &[Batch<S>]) -> Self {
         Sent {
             ticks: batches.iter().map(|b| b.ticks as u64).sum(),
             closed: batches.last().is_some_and(|b| b.closed),
@@ -147,10 +147,10 @@ impl Sent {
     }
 }
 
-impl QueueReader {
+impl<S> QueueReader<S> {
     /// The next batch, without waiting; its deliveries count as taken.
     #[inline]
-    pub(crate) fn try_next(&mut self) -> Option<Batch> {
+    pub(crate) fn try_next(&mut self) -> Option<Batch<S>> {
         if self.batches.is_empty() {
             if let Ok(batches) = self.rx.try_recv() {
                 self.batches.extend(batches);
@@ -163,7 +163,7 @@ impl QueueReader {
 
     /// The next batch, waiting for one when none is queued. `None` once every sender is gone
     /// and everything was taken. Cancel-safe.
-    pub(crate) async fn recv(&mut self) -> Option<Batch> {
+    pub(crate) async fn recv(&mut self) -> Option<Batch<S>> {
         loop {
             if let Some(next) = self.try_next() {
                 return Some(next);
@@ -176,7 +176,7 @@ impl QueueReader {
 
     /// Puts back the untaken rest of the batch taken last: it comes first again, and its
     /// deliveries no longer count as taken.
-    pub(crate) fn unread(&mut self, rest: Batch) {
+    pub(crate) fn unread(&mut self, rest: Batch<S>) {
         self.taken = self.taken.saturating_sub(rest.len());
         self.batches.push_front(rest);
     }
@@ -197,7 +197,7 @@ impl QueueReader {
     }
 }
 
-impl Drop for QueueReader {
+impl<S> Drop for QueueReader<S> {
     fn drop(&mut self) {
         // Pumps waiting for room learn that no one will read what they send.
         self.room.close();

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::mq::{Acker, Delivery, Message, MessageId, Properties};
-use crate::msg::SharedStr;
+use crate::base::{MessageId, Properties, SharedStr};
+use crate::mq::{Acker, Delivery, Message};
 use crate::Result;
 
 /// What acking a received message needs: which message, from which delivery; and how a

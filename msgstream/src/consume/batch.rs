@@ -8,25 +8,19 @@
 //! filled from empty by `push_back` becomes a `Vec` in place). Anything else is taken message by
 //! message from the front, which moves nothing else.
 //!
-//! A pump closes a batch at a timetick once the batch holds [`LONG_RUN`] messages: on a
-//! channel that ticks seldom, each batch is one run; on one that ticks every few messages,
-//! a batch gathers several runs rather than paying a batch's costs (its vectors, its place
-//! in the queue) for a handful of messages. It also closes one at an undecodable message or
-//! a failure, and at the channel's end.
+//! Where a pump closes a batch besides an undecodable message, a failure and the channel's end
+//! is the stream's say ([`super::runs::Runs`]), and so is the summary a batch carries.
 
 use std::collections::VecDeque;
 
 use super::commit::AckToken;
 use crate::msg::TsMsg;
-use crate::tt::summary::RunSummary;
 use crate::Error;
 
-/// Messages a batch holds before a timetick closes it (see the module docs).
-pub(crate) const LONG_RUN: usize = 32;
-
-/// One channel's deliveries in order: `msgs`, then `failure`, then `closed`.
+/// One channel's deliveries in order: `msgs`, then `failure`, then `closed`; `S` is what the
+/// stream's [`super::runs::Runs`] notes of the messages.
 #[derive(Debug)]
-pub(crate) struct Batch {
+pub(crate) struct Batch<S> {
     /// The channel's index in subscription order.
     pub(crate) channel: usize,
     /// The channel's generation when the pump received it (a seek starts a new one; the
@@ -42,9 +36,9 @@ pub(crate) struct Batch {
     pub(crate) tokens: VecDeque<AckToken>,
     /// Timeticks among `msgs`.
     pub(crate) ticks: usize,
-    /// The summary of `msgs` but their ticks, noted by the pump as it decoded them, for the tt
-    /// stream's aligner; `None` once the batch was taken apart or split.
-    pub(crate) summary: Option<RunSummary>,
+    /// What the stream's [`super::runs::Runs`] noted of `msgs` as the pump decoded them; `None`
+    /// once the batch was taken apart or split.
+    pub(crate) summary: Option<S>,
     /// After the messages: a message that does not decode (with its token, so it is
     /// committed like any other), or a failure that ended the channel (no token; `closed`
     /// then follows).
@@ -53,7 +47,7 @@ pub(crate) struct Batch {
     pub(crate) closed: bool,
 }
 
-impl Batch {
+impl<S: Default> Batch<S> {
     /// An empty batch of `channel` in `generation`, with room for `capacity` messages.
     pub(crate) fn new(channel: usize, generation: u64, capacity: usize) -> Self {
         Batch {
@@ -63,7 +57,7 @@ impl Batch {
             ends: VecDeque::with_capacity(capacity),
             tokens: VecDeque::with_capacity(capacity),
             ticks: 0,
-            summary: Some(RunSummary::default()),
+            summary: Some(S::default()),
             failure: None,
             closed: false,
         }
@@ -93,6 +87,32 @@ impl Batch {
         }
     }
 
+    /// Splits off and returns the first `count` deliveries (`0 < count < self.len()`), keeping
+    /// the rest in `self`, in order.
+    pub(crate) fn split_front(&mut self, count: usize) -> Self {
+        let taken = count.min(self.msgs.len());
+        let rest_msgs = self.msgs.split_off(taken);
+        let rest_ends = self.ends.split_off(taken);
+        let rest_tokens = self.tokens.split_off(taken);
+        let mut front = Batch {
+            msgs: std::mem::replace(&mut self.msgs, rest_msgs),
+            ends: std::mem::replace(&mut self.ends, rest_ends),
+            tokens: std::mem::replace(&mut self.tokens, rest_tokens),
+            ..Batch::new(self.channel, self.generation, 0)
+        };
+        front.ticks = front.msgs.iter().filter(|m| m.is_time_tick()).count();
+        self.ticks -= front.ticks;
+        (front.summary, self.summary) = (None, None);
+        if count > taken {
+            // Room is left after the messages: the failure goes with them (the end, which
+            // follows it, stays: `count < self.len()`).
+            front.failure = self.failure.take();
+        }
+        front
+    }
+}
+
+impl<S> Batch<S> {
     /// Deliveries in the batch: what it takes of its queue's room (messages, a failure and
     /// the end each count one, as they did when each was a queue item of its own).
     pub(crate) fn len(&self) -> usize {
@@ -116,30 +136,6 @@ impl Batch {
         self.summary = None;
         Some((msg, self.ends.pop_front()?, self.tokens.pop_front()?))
     }
-
-    /// Splits off and returns the first `count` deliveries (`0 < count < self.len()`), keeping
-    /// the rest in `self`, in order.
-    pub(crate) fn split_front(&mut self, count: usize) -> Batch {
-        let taken = count.min(self.msgs.len());
-        let rest_msgs = self.msgs.split_off(taken);
-        let rest_ends = self.ends.split_off(taken);
-        let rest_tokens = self.tokens.split_off(taken);
-        let mut front = Batch {
-            msgs: std::mem::replace(&mut self.msgs, rest_msgs),
-            ends: std::mem::replace(&mut self.ends, rest_ends),
-            tokens: std::mem::replace(&mut self.tokens, rest_tokens),
-            ..Batch::new(self.channel, self.generation, 0)
-        };
-        front.ticks = front.msgs.iter().filter(|m| m.is_time_tick()).count();
-        self.ticks -= front.ticks;
-        (front.summary, self.summary) = (None, None);
-        if count > taken {
-            // Room is left after the messages: the failure goes with them (the end, which
-            // follows it, stays: `count < self.len()`).
-            front.failure = self.failure.take();
-        }
-        front
-    }
 }
 
 #[cfg(test)]
@@ -157,7 +153,7 @@ mod tests {
     }
 
     /// Messages at timestamps 1..=n, a tick at every multiple of `tick_every`.
-    fn filled(n: u64, tick_every: u64) -> Batch {
+    fn filled(n: u64, tick_every: u64) -> Batch<()> {
         let mut batch = Batch::new(3, 7, 0);
         for id in 1..=n {
             let msg = if id % tick_every == 0 {
@@ -180,10 +176,10 @@ mod tests {
         assert_eq!(batch.len(), 3);
         assert!(filled(3, 5).is_one_run(), "no tick at all");
         assert!(!filled(4, 2).is_one_run(), "a tick before the last");
-        let ended = Batch::failure(0, 0, Error::Closed("x"), None, true);
+        let ended = Batch::<()>::failure(0, 0, Error::Closed("x"), None, true);
         assert_eq!(ended.len(), 2);
         assert!(!ended.ends_with_tick());
-        assert_eq!(Batch::closed(0, 0).len(), 1);
+        assert_eq!(Batch::<()>::closed(0, 0).len(), 1);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! are discarded by the reader of the queue.
 //!
 //! Pumps receive in batches (`Consumer::recv_batch`), decode each into [`Batch`]es (the
-//! messages as one block, closed at a timetick once long enough), hand a receive's batches
+//! messages as one block, closed where the stream's [`Runs`] says), hand a receive's batches
 //! over in one send of the queue ([`super::queue`], bounded in messages all the same), and
 //! never ack: each message carries the received message's id as an ack token, and the stream
 //! commits tokens once the application has had them ([`super::commit`]). A pump that panics
@@ -22,9 +22,10 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::batch::{Batch, LONG_RUN};
+use super::batch::Batch;
 use super::commit::AckToken;
 use super::queue::Queue;
+use super::runs::Runs;
 use super::signal::PumpSignal;
 use super::spares::Spares;
 use super::StreamOptions;
@@ -43,22 +44,15 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Most messages taken from a consumer in one call.
 const MAX_BATCH: usize = 256;
 
-struct Parked {
+struct Parked<R: Runs> {
     consumer: Box<dyn Consumer>,
     /// Received and decoded, not yet queued, in order.
-    pending: VecDeque<Batch>,
+    pending: VecDeque<Batch<R::Summary>>,
     /// The first message received since the consumer started or last moved: where to put it
     /// back when nothing of this generation reached the application yet.
     first_received: Option<MessageId>,
-    /// Messages in the last batch that a tick closed: the room a new batch's queues start
-    /// with (a channel ticks at a steady rate, mostly), so that they neither grow (a growth
-    /// copies every message moved so far) nor take room for a whole receive each.
-    run_hint: usize,
-    /// Whether the last receive ended inside a run (its last batch has no closing tick): the
-    /// next receive then closes its first batch at its first tick, however short, so that the
-    /// run's tail joins the rest of its run in the aligner as a block of its own instead of
-    /// riding with the next run (a batch of two runs is taken apart message by message).
-    mid_run: bool,
+    /// How the stream wants this channel's receives cut, with what it remembers between them.
+    runs: R,
 }
 
 /// Where to put a channel back if a seek of a later channel fails.
@@ -71,32 +65,33 @@ pub(crate) struct SeekFailed {
     pub(crate) restored: Vec<usize>,
 }
 
-enum SlotState {
+enum SlotState<R: Runs> {
     Running {
         stop: oneshot::Sender<()>,
-        handle: JoinHandle<Option<Parked>>,
+        handle: JoinHandle<Option<Parked<R>>>,
     },
-    Parked(Box<Parked>),
+    Parked(Box<Parked<R>>),
     Gone,
 }
 
-struct Slot {
+struct Slot<R: Runs> {
     channel: String,
     generation: u64,
-    tx: Queue,
-    state: SlotState,
+    tx: Queue<R::Summary>,
+    state: SlotState<R>,
     signal: Arc<PumpSignal>,
     spares: Arc<Spares>,
 }
 
-/// The pumps of one stream, one per channel, in subscription order.
-pub(crate) struct Pumps {
+/// The pumps of one stream, one per channel, in subscription order, cutting their receives
+/// as `R` says.
+pub(crate) struct Pumps<R: Runs> {
     registry: Arc<DecoderRegistry>,
     cumulative_acks: bool,
     batch: usize,
     /// Room of each channel's spares, in messages: what a stream's queue holds.
     spare_room: usize,
-    slots: Vec<Slot>,
+    slots: Vec<Slot<R>>,
 }
 
 /// A pump that panicked: its channel ends with this error.
@@ -112,7 +107,7 @@ fn panicked(channel: &str, panic: &(dyn std::any::Any + Send)) -> Error {
     )
 }
 
-impl Pumps {
+impl<R: Runs> Pumps<R> {
     /// Pumps for consumers of `client`, decoding with the options' registry and receiving at
     /// most `buffer` messages at a time.
     pub(crate) fn new(client: &dyn Client, options: &StreamOptions) -> Self {
@@ -140,7 +135,7 @@ impl Pumps {
     pub(crate) fn add(
         &mut self,
         consumer: Box<dyn Consumer>,
-        tx: Queue,
+        tx: Queue<R::Summary>,
     ) -> (usize, Arc<dyn Acker>) {
         let index = self.slots.len();
         let acker = consumer.acker();
@@ -152,8 +147,7 @@ impl Pumps {
                 consumer,
                 pending: VecDeque::new(),
                 first_received: None,
-                run_hint: 0,
-                mid_run: false,
+                runs: R::default(),
             })),
             signal: Arc::new(PumpSignal::default()),
             spares: Arc::new(Spares::new(self.spare_room)),
@@ -187,7 +181,7 @@ impl Pumps {
     }
 
     /// Whether `batch` belongs to the current generation of its channel.
-    pub(crate) fn is_current(&self, batch: &Batch) -> bool {
+    pub(crate) fn is_current(&self, batch: &Batch<R::Summary>) -> bool {
         self.is_current_in(batch.channel, batch.generation)
     }
 
@@ -220,9 +214,11 @@ impl Pumps {
         };
         let name = slot.channel.clone();
         let tx = slot.tx.clone();
+        let signal = slot.signal.clone();
         let generation = slot.generation;
         let handle = tokio::spawn(async move {
-            let outcome = std::panic::AssertUnwindSafe(run(*parked, ctx, stopped))
+            let mut stopped = stopped;
+            let outcome = std::panic::AssertUnwindSafe(run(*parked, ctx, &mut stopped))
                 .catch_unwind()
                 .await;
             match outcome {
@@ -230,8 +226,9 @@ impl Pumps {
                 Err(panic) => {
                     let error = panicked(&name, panic.as_ref());
                     tracing::error!(channel = %name, %error, "consumer task panicked");
+                    signal.set_ended();
                     let ending = Batch::failure(index, generation, error, None, true);
-                    let _ = tx.send_all(ending).await;
+                    hand_over_ending(&tx, ending, &mut stopped).await;
                     None
                 }
             }
@@ -239,7 +236,7 @@ impl Pumps {
         slot.state = SlotState::Running { stop, handle };
     }
 
-    async fn park(&mut self, index: usize) -> Result<&mut Parked> {
+    async fn park(&mut self, index: usize) -> Result<&mut Parked<R>> {
         let slot = self
             .slots
             .get_mut(index)
@@ -293,10 +290,11 @@ impl Pumps {
             }
         };
         parked.pending.clear();
-        parked.mid_run = false;
+        parked.runs.reset();
         let first = parked.first_received.take();
         if let Some(slot) = self.slots.get_mut(index) {
             slot.generation += 1;
+            slot.signal.clear_ended();
         }
         self.start(index);
         Ok((first, moved.unwrap_or(Ok(()))))
@@ -389,7 +387,7 @@ impl Pumps {
     }
 }
 
-struct PumpContext {
+struct PumpContext<R: Runs> {
     channel: usize,
     generation: u64,
     /// The channel and the subscription, named by the position of every message delivered;
@@ -398,21 +396,21 @@ struct PumpContext {
     group: SharedStr,
     registry: Arc<DecoderRegistry>,
     batch: usize,
-    tx: Queue,
+    tx: Queue<R::Summary>,
     signal: Arc<PumpSignal>,
     spares: Arc<Spares>,
 }
 
-impl PumpContext {
+impl<R: Runs> PumpContext<R> {
     /// Decodes a message onto the end of the batch being built (`run`); `Err` with the decode
     /// error (naming the channel and id) if it does not decode.
     ///
     /// An insert (most of a data channel) is decoded in its place at the end of the batch's
-    /// block: the 520-byte message is written there once, not built aside and copied in (the
+    /// block: the large message is written there once, not built aside and copied in (the
     /// fast decoder fills a default request field by field). Any other message, or an insert
     /// the fast decoder leaves to prost, goes through the registry's general decoder.
     #[inline]
-    fn decode_into(&self, msg: &mut Message, run: &mut Batch) -> Result<()> {
+    fn decode_into(&self, msg: &mut Message, run: &mut Batch<R::Summary>) -> Result<()> {
         if self.registry.may_be_insert(&msg.payload) {
             run.msgs
                 .push_back(self.placed(msg, MsgBody::Insert(InsertRequest::default())));
@@ -476,7 +474,7 @@ impl PumpContext {
     /// Completes the message just decoded at the end of `run` from `msg`: its position's
     /// timestamp, its properties, and its `end_ts` and ack token beside it.
     #[inline(always)]
-    fn finish_last(&self, msg: &mut Message, run: &mut Batch) {
+    fn finish_last(&self, msg: &mut Message, run: &mut Batch<R::Summary>) {
         let Some(last) = run.msgs.back_mut() else {
             return;
         };
@@ -487,8 +485,8 @@ impl PumpContext {
         if let Some(position) = last.position.as_mut() {
             position.timestamp = begin_ts;
         }
-        if let Some(summary) = run.summary.as_mut().filter(|_| !last.is_time_tick()) {
-            summary.add(last, end_ts);
+        if let Some(summary) = run.summary.as_mut() {
+            R::note(summary, last, end_ts);
         }
         // Swapped, not assigned: the message's empty map is dropped once, with the message.
         std::mem::swap(&mut last.properties, &mut msg.properties);
@@ -500,10 +498,11 @@ impl PumpContext {
 
     /// Turns a received batch into pending batches (an empty batch means closed). Returns the
     /// transient error to back off from, if the receive failed that way.
-    fn receive(&self, parked: &mut Parked, received: Result<Vec<Message>>) -> Option<Error> {
+    fn receive(&self, parked: &mut Parked<R>, received: Result<Vec<Message>>) -> Option<Error> {
         let (channel, generation) = (self.channel, self.generation);
         match received {
             Ok(batch) if batch.is_empty() => {
+                self.signal.set_ended();
                 parked.pending.push_back(Batch::closed(channel, generation));
                 None
             }
@@ -511,34 +510,19 @@ impl PumpContext {
                 if parked.first_received.is_none() {
                     parked.first_received = batch.first().map(|m| m.id.clone());
                 }
-                // Once per batch: a per-message recording (its attribute allocation) costs
-                // the fast path measurably even with no meter provider installed.
+                // Once per batch: a recording allocates its attributes even with no meter
+                // provider installed.
                 if let Some(first) = batch.first() {
                     let bytes = batch.iter().map(|m| m.payload.len() as u64).sum();
                     crate::metrics::get().consumed(&first.topic, batch.len() as u64, bytes);
                 }
                 let mut left = batch.len();
-                // A whole run's room, from the last run's length (0: none seen yet).
-                let whole = |hint: usize| match hint {
-                    0 => 0,
-                    hint => hint + hint / 4 + 1,
-                };
-                // Once runs are known to be long, a new batch gets a whole run's room even
-                // when fewer messages are left in this receive: a run the receive cuts reaches
-                // the aligner in two blocks, and the first, swapped into an empty channel
-                // buffer, takes the second on without growing (a growth copies the messages it
-                // holds again, and reallocates).
-                let room = |left: usize, hint: usize| match whole(hint) {
-                    0 => left,
-                    whole => whole,
-                };
-                let hint = parked.run_hint;
+                let runs = &mut parked.runs;
+                runs.receive_starts();
                 let mut run = self
                     .spares
-                    .batch(channel, generation, room(left, hint), whole(hint));
-                let mut tail = std::mem::take(&mut parked.mid_run);
-                // By reference: moving each 112-byte message out of the batch and on to the
-                // decode stalled on store forwarding (half of this loop's own time).
+                    .batch(channel, generation, runs.room(left), runs.whole());
+                // By reference: each message is decoded where it lies, not moved out first.
                 for msg in &mut batch {
                     left -= 1;
                     let span = tracing::debug_span!("msgstream.consume", channel = %msg.topic, id = ?msg.id);
@@ -547,29 +531,25 @@ impl PumpContext {
                         Ok(()) if !run.ends_with_tick() => continue,
                         Ok(()) => {
                             run.ticks += 1;
-                            let ends_tail = std::mem::take(&mut tail);
-                            if run.msgs.len() < LONG_RUN && !ends_tail {
+                            if !runs.closes_at_tick(run.msgs.len()) {
                                 continue;
-                            }
-                            if run.msgs.len() >= LONG_RUN {
-                                parked.run_hint = run.msgs.len();
                             }
                         }
                         Err(error) => run.failure = Some((error, Some(AckToken::of(msg, true)))),
                     }
-                    let hint = parked.run_hint;
                     let next =
                         self.spares
-                            .batch(channel, generation, room(left, hint), whole(hint));
+                            .batch(channel, generation, runs.room(left), runs.whole());
                     parked.pending.push_back(std::mem::replace(&mut run, next));
                 }
                 if run.len() > 0 {
-                    parked.mid_run = run.failure.is_none() && !run.ends_with_tick();
+                    runs.receive_ends(run.failure.is_none() && !run.ends_with_tick());
                     parked.pending.push_back(run);
                 }
                 None
             }
             Err(error) if error.is_permanent() => {
+                self.signal.set_ended();
                 parked
                     .pending
                     .push_back(Batch::failure(channel, generation, error, None, true));
@@ -580,12 +560,34 @@ impl PumpContext {
     }
 }
 
+/// Queues the batch that ends a channel, as room comes (in parts if the queue is smaller than
+/// it), until it is all queued, the reader is gone, or the pump is stopped: a stream that
+/// closes or seeks stops reading, and must not wait for room it will never give.
+async fn hand_over_ending<S: Default>(
+    tx: &Queue<S>,
+    ending: Batch<S>,
+    stop: &mut oneshot::Receiver<()>,
+) {
+    let mut pending = VecDeque::from([ending]);
+    while !pending.is_empty() {
+        tokio::select! {
+            biased;
+            _ = &mut *stop => return,
+            sent = tx.send(&mut pending) => if sent.is_err() { return },
+        }
+    }
+}
+
 /// Deliveries in `pending`, all runs together.
-fn pending_len(pending: &VecDeque<Batch>) -> usize {
+fn pending_len<S>(pending: &VecDeque<Batch<S>>) -> usize {
     pending.iter().map(Batch::len).sum()
 }
 
-async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<()>) -> Parked {
+async fn run<R: Runs>(
+    mut parked: Parked<R>,
+    ctx: PumpContext<R>,
+    stop: &mut oneshot::Receiver<()>,
+) -> Parked<R> {
     let mut backoff = ERROR_BACKOFF;
     loop {
         if parked.pending.is_empty() {
@@ -594,7 +596,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
             let want = ctx.batch.min(ctx.tx.room()).max(1);
             let received = tokio::select! {
                 biased;
-                _ = &mut stop => return parked,
+                _ = &mut *stop => return parked,
                 received = parked.consumer.recv_batch(want) => received,
             };
             let backoff_from = ctx.receive(&mut parked, received);
@@ -605,7 +607,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
                     tracing::warn!(channel = %parked.consumer.topic(), %error, ?backoff, "receive failed, retrying");
                     crate::metrics::get().retried("receive");
                     tokio::select! {
-                        _ = &mut stop => return parked,
+                        _ = &mut *stop => return parked,
                         _ = tokio::time::sleep(backoff) => {}
                     }
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -615,7 +617,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
         }
         let sent = tokio::select! {
             biased;
-            _ = &mut stop => return parked,
+            _ = &mut *stop => return parked,
             sent = ctx.tx.send(&mut parked.pending) => sent,
         };
         let Ok(sent) = sent else { return parked };
@@ -624,7 +626,7 @@ async fn run(mut parked: Parked, ctx: PumpContext, mut stop: oneshot::Receiver<(
             ctx.signal.add_ticks_queued(sent.ticks);
         }
         if sent.closed {
-            let _ = stop.await;
+            let _ = (&mut *stop).await;
             return parked;
         }
     }

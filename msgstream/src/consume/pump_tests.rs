@@ -1,9 +1,11 @@
-//! How a pump cuts what it receives into batches.
+//! How a pump cuts what it receives into batches (as the tt stream's runs ask), and how it
+//! ends.
 
 use super::*;
+use crate::consume::queue::queue;
 use crate::mem::MemoryClient;
 use crate::mq::{ConsumerOptions, Delivery};
-use crate::stream::queue::queue;
+use crate::tt::runs::{LongRuns, LONG_RUN};
 
 /// An insert at `ts` (`tick`: a timetick at `ts`) as a received message with id `ts`.
 fn received(ts: u64, tick: bool) -> Message {
@@ -28,7 +30,7 @@ fn run_of(from: u64, to: u64, tick_every: u64) -> Vec<Message> {
         .collect()
 }
 
-async fn pump() -> (PumpContext, Parked) {
+async fn pump() -> (PumpContext<LongRuns>, Parked<LongRuns>) {
     let client = MemoryClient::new();
     client.create_producer("ch").await.expect("channel");
     let consumer = client
@@ -51,14 +53,13 @@ async fn pump() -> (PumpContext, Parked) {
         consumer,
         pending: VecDeque::new(),
         first_received: None,
-        run_hint: 0,
-        mid_run: false,
+        runs: LongRuns::default(),
     };
     (ctx, parked)
 }
 
 /// Each pending batch as (messages, ticks, ends with a tick).
-fn shapes(parked: &mut Parked) -> Vec<(usize, usize, bool)> {
+fn shapes(parked: &mut Parked<LongRuns>) -> Vec<(usize, usize, bool)> {
     parked
         .pending
         .drain(..)
@@ -123,4 +124,26 @@ async fn batches_are_built_on_the_vectors_handed_back() {
         "the block came round"
     );
     assert_eq!(next.msgs.len(), 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicked_pump_stops_without_waiting_for_room() {
+    // Two inserts fill the queue of two, then the decoder panics on the third message: the
+    // channel's ending waits for room no one will give, since nothing reads the queue.
+    let (client, options) = crate::stream::panic_tests::setup(2, 2).await;
+    let consumer = client
+        .subscribe(ConsumerOptions::new("a", "sub"))
+        .await
+        .expect("consumer");
+    let mut pumps = Pumps::<LongRuns>::new(client.as_ref(), &options);
+    let (tx, _rx) = queue(2);
+    let (index, _) = pumps.add(consumer, tx);
+    let signal = pumps.signal(index).expect("signal").clone();
+    let wait = std::time::Duration::from_secs(10);
+    tokio::time::timeout(wait, signal.wait_for_tick_or_end_after(u64::MAX))
+        .await
+        .expect("the pump panicked");
+    tokio::time::timeout(wait, pumps.close())
+        .await
+        .expect("close waited for the panicked pump to find room");
 }
