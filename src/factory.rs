@@ -159,6 +159,7 @@ async fn open_nsq(config: &Config) -> Result<Arc<dyn Client>> {
             NsqSpoolSync::Buffered => msgstream_nsq::SpoolSync::Buffered,
             NsqSpoolSync::SyncData => msgstream_nsq::SpoolSync::SyncData,
         },
+        output_buffer_timeout_ms: section.output_buffer_timeout_ms,
     };
     Ok(Arc::new(msgstream_nsq::NsqClient::connect(options).await?))
 }

@@ -117,6 +117,9 @@ pub struct NsqSection {
     pub spool_dir: PathBuf,
     /// What a spooled message survives before it is FINed.
     pub spool_sync: NsqSpoolSync,
+    /// How often nsqd flushes what it buffered for a consumer, in milliseconds (nsqd accepts
+    /// 25 to 30000); 0: no buffering, each delivery written at once.
+    pub output_buffer_timeout_ms: u64,
 }
 
 impl Default for NsqSection {
@@ -137,6 +140,7 @@ impl Default for NsqSection {
             leader_wait_ms: 30_000,
             spool_dir: PathBuf::from("./data/nsq-spool"),
             spool_sync: NsqSpoolSync::Buffered,
+            output_buffer_timeout_ms: 0,
         }
     }
 }

@@ -254,6 +254,63 @@ async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
     consumer.close().await;
 }
 
+/// Foreign bodies carry no stamp: each is known by its NSQ id, so several in flight are acked
+/// one by one and the unacked ones come back to the next consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_bodies_in_flight_are_acked_one_by_one() {
+    let server = common::server(msgstream_nsq_testd::Extensions::None).await;
+    let topic = common::topic("foreign");
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        max_in_flight: 8,
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "g"))
+        .await
+        .expect("sub");
+    let raw = msgstream_nsq::Producer::new(msgstream_nsq::ProducerConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        ..msgstream_nsq::ProducerConfig::default()
+    })
+    .expect("raw producer");
+    for body in ["one", "two", "three"] {
+        raw.publish(&topic, body.as_bytes()).await.expect("pub");
+    }
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(recv(&mut consumer).await);
+    }
+    let ids: std::collections::BTreeSet<_> = held.iter().map(|m| m.id.clone()).collect();
+    assert_eq!(ids.len(), 3, "each foreign body has an id of its own");
+    let two = held
+        .iter()
+        .find(|m| m.payload.as_ref() == b"two")
+        .expect("two");
+    consumer.ack(two).await.expect("ack two");
+    consumer.close().await;
+    let mut again = client
+        .subscribe(ConsumerOptions::new(&topic, "g"))
+        .await
+        .expect("re-subscribe");
+    let mut back = Vec::new();
+    for _ in 0..2 {
+        let m = recv(&mut again).await;
+        back.push(String::from_utf8(m.payload.to_vec()).expect("utf-8"));
+        again.ack(&m).await.expect("ack");
+    }
+    back.sort();
+    assert_eq!(
+        back,
+        ["one", "three"],
+        "the unacked come back, the acked does not"
+    );
+    again.close().await;
+    raw.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_id_is_the_last_delivered_one_and_seeks_exactly() {
     let harness = partitions().await;

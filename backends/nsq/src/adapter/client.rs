@@ -22,7 +22,7 @@ use super::spooled::SpooledConsumer;
 use super::{map_err, Position, BACKEND};
 use crate::codec::{validate_name, ConsumeOffset};
 use crate::config::{Extensions, NsqConfig};
-use crate::conn::{Conn, ConnConfig};
+use crate::conn::{Conn, ConnConfig, OutputBuffer};
 use crate::consumer::{ConsumerConfig, SubscribeMode};
 use crate::producer::{Producer as NsqPublisher, ProducerConfig};
 
@@ -141,6 +141,10 @@ impl Shared {
         config.max_in_flight = c.max_in_flight.max(1);
         config.max_attempts = c.max_attempts;
         config.default_requeue_delay = std::time::Duration::from_millis(c.requeue_delay_ms);
+        config.conn.output_buffer = match c.output_buffer_timeout_ms {
+            0 => OutputBuffer::Off,
+            ms => OutputBuffer::FlushEvery(std::time::Duration::from_millis(ms)),
+        };
         config
     }
 }

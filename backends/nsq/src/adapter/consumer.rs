@@ -7,6 +7,7 @@
 //! sees them first and in order: at-least-once. With extensions acks are cumulative.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -19,7 +20,7 @@ use msgstream::{Error, Result};
 
 use super::client::Shared;
 use super::{delivered_message, map_err, Position, BACKEND};
-use crate::codec::ConsumeOffset;
+use crate::codec::{ConsumeOffset, MsgId};
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
 
@@ -34,7 +35,14 @@ const STALLED_AFTER: Duration = Duration::from_secs(2);
 /// Shortest touch interval (nsqd's shortest message timeout is 1 s).
 const TOUCH_AT_MOST_EVERY: Duration = Duration::from_millis(100);
 
-type Pending = BTreeMap<MessageId, Arc<NsqMessage>>;
+/// Unacked deliveries by message id, then NSQ id: foreign bodies upstream are told apart by
+/// their NSQ ids, and two copies of one message (a publish retried after a broken connection)
+/// are both held and both finished by its ack.
+type Pending = BTreeMap<(MessageId, MsgId), Arc<NsqMessage>>;
+
+/// The lowest and highest NSQ ids, bounding a message id's entries in [`Pending`].
+const FIRST_NSQ_ID: MsgId = MsgId([0; 16]);
+const LAST_NSQ_ID: MsgId = MsgId([u8::MAX; 16]);
 
 /// Acking state shared by the consumer, its ackers and its touch task.
 struct Acks {
@@ -66,17 +74,22 @@ impl Acks {
             )));
         }
         let done: Vec<Arc<NsqMessage>> = {
+            let key = |nsq_id| (message.id.clone(), nsq_id);
             let mut pending = lock(&self.pending);
-            if self.cumulative {
-                let later = pending.split_off(&message.id);
-                let mut upto = std::mem::replace(&mut *pending, later);
-                if let Some(m) = pending.remove(&message.id) {
-                    upto.insert(message.id.clone(), m);
-                }
-                upto.into_values().collect()
-            } else {
-                pending.remove(&message.id).into_iter().collect()
+            // Later messages stay pending.
+            let after = pending
+                .range((Bound::Excluded(key(LAST_NSQ_ID)), Bound::Unbounded))
+                .next()
+                .map(|(k, _)| k.clone());
+            let later = after.map_or_else(BTreeMap::new, |k| pending.split_off(&k));
+            let mut upto = std::mem::replace(&mut *pending, later);
+            if !self.cumulative {
+                // Earlier ones too.
+                let this = upto.split_off(&key(FIRST_NSQ_ID));
+                pending.append(&mut upto);
+                upto = this;
             }
+            upto.into_values().collect()
         };
         let stale = || {
             Error::StaleDelivery(format!(
@@ -127,7 +140,7 @@ impl Acks {
                 self.touch_sooner.notify_one();
             }
         }
-        lock(&self.pending).insert(id, Arc::new(nsq));
+        lock(&self.pending).insert((id, nsq.id()), Arc::new(nsq));
     }
 
     /// The touch task: TOUCHes everything unacked every `touch_every`.
@@ -238,6 +251,7 @@ impl NsqConsumer {
         delivered_message(
             &self.topic_name,
             self.shared.partition(),
+            &nsq.id(),
             nsq.body(),
             nsq.position(),
             delivery,

@@ -268,6 +268,7 @@ impl OrderedConsumer {
         delivered_message(
             &self.topic_name,
             Some(self.partition),
+            &nsq.id(),
             nsq.body(),
             nsq.position(),
             delivery,

@@ -137,6 +137,7 @@ impl Reader for NsqReader {
         delivered_message(
             &self.topic_name,
             Some(self.partition),
+            &nsq.id(),
             nsq.body(),
             nsq.position(),
             Delivery::default(),

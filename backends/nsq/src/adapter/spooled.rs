@@ -38,7 +38,7 @@ use tokio::sync::Notify;
 use super::client::Shared;
 use super::spool::{Spool, SpoolSync, Spooled};
 use super::{delivered_message, map_err, BACKEND};
-use crate::codec::ConsumeOffset;
+use crate::codec::{ConsumeOffset, MsgId};
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
 
@@ -365,6 +365,7 @@ impl SpooledConsumer {
                 let message = delivered_message(
                     &self.topic_name,
                     self.shared.partition(),
+                    &MsgId(m.nsq_id),
                     &m.body,
                     m.position,
                     Delivery::default(),
