@@ -254,6 +254,36 @@ async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
     consumer.close().await;
 }
 
+/// A consumer with RDY to spare gets each message as it comes: the client asks nsqd not to
+/// buffer its deliveries (nsqd's default flush every 250 ms made each round trip that long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_do_not_wait_for_nsqds_output_buffer() {
+    let harness = upstream().await;
+    let client = harness.client();
+    let topic = common::topic("round-trip");
+    let producer = client.create_producer(&topic).await.expect("producer");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "g"))
+        .await
+        .expect("sub");
+    let started = std::time::Instant::now();
+    for i in 0..5 {
+        producer
+            .send(ProducerMessage::new(format!("{i}")))
+            .await
+            .expect("send");
+        let got = recv(&mut consumer).await;
+        assert_eq!(got.payload.as_ref(), format!("{i}").as_bytes());
+        consumer.ack(&got).await.expect("ack");
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(500),
+        "5 round trips took {took:?}"
+    );
+    consumer.close().await;
+}
+
 /// Foreign bodies carry no stamp: each is known by its NSQ id, so several in flight are acked
 /// one by one and the unacked ones come back to the next consumer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
