@@ -23,7 +23,7 @@ use super::{map_err, Position, BACKEND};
 use crate::codec::{validate_name, ConsumeOffset};
 use crate::config::{Extensions, NsqConfig};
 use crate::conn::{Conn, ConnConfig, OutputBuffer};
-use crate::consumer::{ConsumerConfig, SubscribeMode};
+use crate::consumer::{Consumer as NsqPush, ConsumerConfig, SubscribeMode};
 use crate::producer::{Producer as NsqPublisher, ProducerConfig};
 
 /// What the client and everything it created share.
@@ -113,6 +113,17 @@ impl Shared {
         }
         lock(&self.created).insert(topic.to_string());
         Ok(())
+    }
+
+    /// Starts a push consumer; in a cluster, once the partition's leader took its SUB (see
+    /// [`Cluster::await_leader`]).
+    pub(crate) async fn connect_push(&self, config: ConsumerConfig) -> Result<NsqPush> {
+        let topic = config.topic.clone();
+        let consumer = NsqPush::connect(config).await.map_err(map_err)?;
+        if let Some(cluster) = &self.cluster {
+            cluster.await_leader(&consumer, &topic).await?;
+        }
+        Ok(consumer)
     }
 
     /// The consumer settings for one subscription, starting at `offset` when given.

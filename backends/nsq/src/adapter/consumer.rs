@@ -19,7 +19,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{delivered_message, map_err, Position, BACKEND};
+use super::{delivered_message, Position, BACKEND};
 use crate::codec::{ConsumeOffset, MsgId};
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
@@ -218,7 +218,7 @@ impl NsqConsumer {
         offset: Option<ConsumeOffset>,
     ) -> Result<NsqConsumer> {
         let config = shared.consumer_config(&options.topic, &options.subscription, offset);
-        let inner = NsqPush::connect(config).await.map_err(map_err)?;
+        let inner = shared.connect_push(config).await?;
         let acks = Arc::new(Acks {
             pending: Mutex::default(),
             epoch: AtomicU64::new(0),
@@ -412,7 +412,7 @@ impl Consumer for NsqConsumer {
             &self.subscription,
             Some(ConsumeOffset::VirtualQueue(offset)),
         );
-        let inner = NsqPush::connect(config).await.map_err(map_err)?;
+        let inner = self.shared.connect_push(config).await?;
         self.inner = Some(Arc::new(inner));
         Ok(())
     }
