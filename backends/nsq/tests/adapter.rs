@@ -254,6 +254,64 @@ async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
     consumer.close().await;
 }
 
+/// A seek that fails once the old subscription was closed (here: another process still
+/// subscribed to the channel, so nsqd would share it) says the consumer may have moved
+/// (`SeekMoved`), and the consumer reads on: nothing lost, old deliveries stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixture_a_seek_failing_after_the_subscription_closed_reads_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        nsqd_http: vec![server.http_addr().to_string()],
+        extensions: Extensions::Partitions,
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let topic = common::topic("seek-fails");
+    let producer = client.create_producer(&topic).await.expect("producer");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "g"))
+        .await
+        .expect("sub");
+    for body in ["a", "b"] {
+        producer
+            .send(ProducerMessage::new(body))
+            .await
+            .expect("send");
+    }
+    let first = recv(&mut consumer).await;
+    // Another process's connection on the channel, taking nothing (no RDY).
+    let mut other = tokio::net::TcpStream::connect(server.tcp_addr())
+        .await
+        .expect("connect");
+    other
+        .write_all(format!("  V2SUB {topic} g 0\n").as_bytes())
+        .await
+        .expect("SUB");
+    let mut ok = [0u8; 10];
+    other.read_exact(&mut ok).await.expect("SUB answered");
+    assert_eq!(&ok[8..], b"OK");
+    match consumer.seek(&first.id, false).await {
+        Err(Error::SeekMoved { channel, .. }) => assert_eq!(channel, topic),
+        other => panic!("SeekMoved expected, got {other:?}"),
+    }
+    drop(other);
+    assert!(matches!(
+        consumer.ack(&first).await,
+        Err(Error::StaleDelivery(_))
+    ));
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let m = recv(&mut consumer).await;
+        consumer.ack(&m).await.expect("ack");
+        got.push(String::from_utf8(m.payload.to_vec()).expect("utf-8"));
+    }
+    assert_eq!(got, ["a", "b"], "read on where the channel stood");
+    consumer.close().await;
+}
+
 /// A consumer with RDY to spare gets each message as it comes: the client asks nsqd not to
 /// buffer its deliveries (nsqd's default flush every 250 ms made each round trip that long).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -293,6 +293,30 @@ impl NsqConsumer {
         inner.recv().await
     }
 
+    /// After a seek failed past the point where the old subscription was closed: the channel
+    /// may or may not have moved to the target (nsqd may have taken the new offset before the
+    /// SUB failed), so the consumer subscribes again where the channel now stands and the seek
+    /// is reported as [`Error::SeekMoved`] (the stream then puts the channel back with another
+    /// seek). If even that subscription fails, the consumer has no connection until a seek
+    /// succeeds, and `recv` reports the consumer as ended.
+    async fn read_on_after_failed_seek(&mut self, source: Error) -> Error {
+        let config = self
+            .shared
+            .consumer_config(&self.topic, &self.subscription, None);
+        match self.shared.connect_push(config).await {
+            Ok(inner) => self.inner = Some(Arc::new(inner)),
+            Err(e) => tracing::warn!(
+                topic = %self.topic,
+                subscription = %self.subscription,
+                "re-subscribing after a failed seek failed too: {e}"
+            ),
+        }
+        Error::SeekMoved {
+            channel: self.topic.clone(),
+            source: Box::new(source),
+        }
+    }
+
     /// Reports a delivery that came again (see `redelivery`).
     fn report_if_redelivered(&self, nsq: Option<&NsqMessage>) {
         if let Some(nsq) = nsq.filter(|nsq| nsq.attempts() > 1) {
@@ -401,20 +425,30 @@ impl Consumer for NsqConsumer {
             .admin
             .start_offset(&self.topic, partition, id, inclusive)
             .await?;
+        // From here on the subscription is closed and its unacked messages are requeued:
+        // whatever happens next is a reconnect at least, so earlier deliveries are stale.
         self.shut().await;
-        self.shared
-            .admin
-            .wait_until_unsubscribed(&self.topic, &self.subscription)
-            .await?;
         self.acks.epoch.fetch_add(1, Ordering::AcqRel);
-        let config = self.shared.consumer_config(
-            &self.topic,
-            &self.subscription,
-            Some(ConsumeOffset::VirtualQueue(offset)),
-        );
-        let inner = self.shared.connect_push(config).await?;
-        self.inner = Some(Arc::new(inner));
-        Ok(())
+        let moved = async {
+            self.shared
+                .admin
+                .wait_until_unsubscribed(&self.topic, &self.subscription)
+                .await?;
+            let config = self.shared.consumer_config(
+                &self.topic,
+                &self.subscription,
+                Some(ConsumeOffset::VirtualQueue(offset)),
+            );
+            self.shared.connect_push(config).await
+        }
+        .await;
+        match moved {
+            Ok(inner) => {
+                self.inner = Some(Arc::new(inner));
+                Ok(())
+            }
+            Err(source) => Err(self.read_on_after_failed_seek(source).await),
+        }
     }
 
     /// From the fork's `/stats` and `/message/get` (see `Admin::latest`); the id is the one
