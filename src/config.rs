@@ -39,6 +39,7 @@
 //! partition = 0
 //! spool_dir = "./data/nsq-spool" # FINed, unacked messages of one-in-flight consumers
 //! spool_sync = "buffered"        # buffered | sync_data
+//! output_buffer_timeout_ms = 0   # nsqd's flush interval for consumers; 0: unbuffered
 //! ```
 //!
 //! **Environment overrides**: `MSGSTREAM_BACKEND=memory` sets `backend`;

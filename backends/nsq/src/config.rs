@@ -76,6 +76,10 @@ pub struct NsqConfig {
     pub spool_dir: PathBuf,
     /// What a spooled message survives before it is FINed.
     pub spool_sync: SpoolSync,
+    /// How often nsqd flushes what it buffered for a consumer, in milliseconds; 0 writes every
+    /// delivery at once (no buffering on the server). nsqd's own default (250 ms) holds a lone
+    /// message up to that long while a consumer has RDY to spare; nsqd accepts 25 ms to 30 s.
+    pub output_buffer_timeout_ms: u64,
 }
 
 impl Default for NsqConfig {
@@ -96,6 +100,7 @@ impl Default for NsqConfig {
             leader_wait_ms: 30_000,
             spool_dir: PathBuf::from("./data/nsq-spool"),
             spool_sync: SpoolSync::Buffered,
+            output_buffer_timeout_ms: 0,
         }
     }
 }

@@ -54,6 +54,41 @@ pub struct ConnConfig {
     pub auth_secret: Option<String>,
     /// Largest frame accepted (nsqd's max_msg_size plus headers by default).
     pub max_frame_size: usize,
+    /// How the server buffers what it writes to this connection.
+    pub output_buffer: OutputBuffer,
+}
+
+/// How nsqd buffers the frames it writes to a connection (IDENTIFY `output_buffer_size` and
+/// `output_buffer_timeout`). nsqd writes deliveries into a buffer and flushes it when the
+/// client has no RDY left, when it fills, or on a ticker of `output_buffer_timeout` (250 ms by
+/// default): a consumer with RDY to spare gets a lone message up to that long after it was
+/// published, so a one-at-a-time round trip takes about the timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputBuffer {
+    /// The server's settings (nsqd: 16 KiB, flushed at least every 250 ms).
+    #[default]
+    ServerDefault,
+    /// Flushed at least this often, in whole milliseconds (nsqd accepts 25 ms to 30 s by
+    /// default and refuses the IDENTIFY otherwise).
+    FlushEvery(Duration),
+    /// No buffering: each frame is written as it is made (`output_buffer_size: -1`), for the
+    /// lowest latency at one write per frame on the server.
+    Off,
+}
+
+impl OutputBuffer {
+    /// The IDENTIFY fields `(output_buffer_size, output_buffer_timeout)`; 0 asks for the
+    /// server's setting.
+    fn identify_fields(self) -> (i64, i64) {
+        match self {
+            OutputBuffer::ServerDefault => (0, 0),
+            OutputBuffer::FlushEvery(every) => (
+                0,
+                i64::try_from(every.as_millis()).unwrap_or(i64::MAX).max(1),
+            ),
+            OutputBuffer::Off => (-1, -1),
+        }
+    }
 }
 
 impl Default for ConnConfig {
@@ -68,6 +103,7 @@ impl Default for ConnConfig {
             write_timeout: Duration::from_secs(1),
             auth_secret: None,
             max_frame_size: 1024 * 1024 + 1024,
+            output_buffer: OutputBuffer::ServerDefault,
         }
     }
 }
@@ -776,6 +812,7 @@ impl Handshake {
         let (mut read, write) = stream.into_split();
         let writer = Writer::spawn(addr, write, config.write_timeout);
         let mut write_failed = writer.shared.failed.subscribe();
+        let (output_buffer_size, output_buffer_timeout) = config.output_buffer.identify_fields();
         let identify = serde_json::json!({
             "client_id": config.client_id,
             "hostname": "localhost",
@@ -783,6 +820,8 @@ impl Handshake {
             "feature_negotiation": true,
             "heartbeat_interval": config.heartbeat_interval.as_millis() as u64,
             "msg_timeout": msg_timeout.map_or(0, |t| t.as_millis() as u64),
+            "output_buffer_size": output_buffer_size,
+            "output_buffer_timeout": output_buffer_timeout,
         })
         .to_string();
         let mut buf = BytesMut::from(&MAGIC_V2[..]);

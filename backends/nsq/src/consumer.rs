@@ -153,6 +153,8 @@ pub(crate) struct Counters {
     pub requeued: AtomicU64,
     pub failed: AtomicU64,
     pub connections: AtomicU64,
+    /// Notified whenever a connection was subscribed.
+    pub connected: tokio::sync::Notify,
     pub reconnects: AtomicU64,
     pub backoff_level: AtomicU64,
     /// Messages delivered and not yet taken by the application: while any wait, answers are
@@ -254,6 +256,23 @@ impl Consumer {
             self.counters.waiting.fetch_sub(1, Ordering::SeqCst);
         }
         message
+    }
+
+    /// Waits until the consumer has a subscribed connection, for at most `wait`; `false`
+    /// when none came (the consumer keeps trying).
+    pub async fn wait_connected(&self, wait: Duration) -> bool {
+        let connected = async {
+            loop {
+                let notified = self.counters.connected.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if self.counters.connections.load(Ordering::SeqCst) > 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(wait, connected).await.is_ok()
     }
 
     /// Changes `max_in_flight`; 0 pauses the consumer.

@@ -30,7 +30,7 @@ pub use adapter::{NsqClient, BACKEND};
 pub use backoff::{BackoffConfig, Strategy};
 pub use codec::ConsumeOffset;
 pub use config::{Extensions, NsqConfig, SpoolSync};
-pub use conn::{ConnConfig, Negotiated};
+pub use conn::{ConnConfig, Negotiated, OutputBuffer};
 pub use consumer::{Consumer, ConsumerConfig, FailedCallback, Stats, SubscribeMode};
 pub use error::{CodecError, Error, Result};
 pub use handler::spawn_handlers;

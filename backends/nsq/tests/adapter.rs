@@ -254,6 +254,151 @@ async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
     consumer.close().await;
 }
 
+/// A seek that fails once the old subscription was closed (here: another process still
+/// subscribed to the channel, so nsqd would share it) says the consumer may have moved
+/// (`SeekMoved`), and the consumer reads on: nothing lost, old deliveries stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixture_a_seek_failing_after_the_subscription_closed_reads_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        nsqd_http: vec![server.http_addr().to_string()],
+        extensions: Extensions::Partitions,
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let topic = common::topic("seek-fails");
+    let producer = client.create_producer(&topic).await.expect("producer");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "g"))
+        .await
+        .expect("sub");
+    for body in ["a", "b"] {
+        producer
+            .send(ProducerMessage::new(body))
+            .await
+            .expect("send");
+    }
+    let first = recv(&mut consumer).await;
+    // Another process's connection on the channel, taking nothing (no RDY).
+    let mut other = tokio::net::TcpStream::connect(server.tcp_addr())
+        .await
+        .expect("connect");
+    other
+        .write_all(format!("  V2SUB {topic} g 0\n").as_bytes())
+        .await
+        .expect("SUB");
+    let mut ok = [0u8; 10];
+    other.read_exact(&mut ok).await.expect("SUB answered");
+    assert_eq!(&ok[8..], b"OK");
+    match consumer.seek(&first.id, false).await {
+        Err(Error::SeekMoved { channel, .. }) => assert_eq!(channel, topic),
+        other => panic!("SeekMoved expected, got {other:?}"),
+    }
+    drop(other);
+    assert!(matches!(
+        consumer.ack(&first).await,
+        Err(Error::StaleDelivery(_))
+    ));
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let m = recv(&mut consumer).await;
+        consumer.ack(&m).await.expect("ack");
+        got.push(String::from_utf8(m.payload.to_vec()).expect("utf-8"));
+    }
+    assert_eq!(got, ["a", "b"], "read on where the channel stood");
+    consumer.close().await;
+}
+
+/// A consumer with RDY to spare gets each message as it comes: the client asks nsqd not to
+/// buffer its deliveries (nsqd's default flush every 250 ms made each round trip that long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_do_not_wait_for_nsqds_output_buffer() {
+    let harness = upstream().await;
+    let client = harness.client();
+    let topic = common::topic("round-trip");
+    let producer = client.create_producer(&topic).await.expect("producer");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "g"))
+        .await
+        .expect("sub");
+    let started = std::time::Instant::now();
+    for i in 0..5 {
+        producer
+            .send(ProducerMessage::new(format!("{i}")))
+            .await
+            .expect("send");
+        let got = recv(&mut consumer).await;
+        assert_eq!(got.payload.as_ref(), format!("{i}").as_bytes());
+        consumer.ack(&got).await.expect("ack");
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(500),
+        "5 round trips took {took:?}"
+    );
+    consumer.close().await;
+}
+
+/// Foreign bodies carry no stamp: each is known by its NSQ id, so several in flight are acked
+/// one by one and the unacked ones come back to the next consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_bodies_in_flight_are_acked_one_by_one() {
+    let server = common::server(msgstream_nsq_testd::Extensions::None).await;
+    let topic = common::topic("foreign");
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        max_in_flight: 8,
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let mut consumer = client
+        .subscribe(ConsumerOptions::new(&topic, "g"))
+        .await
+        .expect("sub");
+    let raw = msgstream_nsq::Producer::new(msgstream_nsq::ProducerConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        ..msgstream_nsq::ProducerConfig::default()
+    })
+    .expect("raw producer");
+    for body in ["one", "two", "three"] {
+        raw.publish(&topic, body.as_bytes()).await.expect("pub");
+    }
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(recv(&mut consumer).await);
+    }
+    let ids: std::collections::BTreeSet<_> = held.iter().map(|m| m.id.clone()).collect();
+    assert_eq!(ids.len(), 3, "each foreign body has an id of its own");
+    let two = held
+        .iter()
+        .find(|m| m.payload.as_ref() == b"two")
+        .expect("two");
+    consumer.ack(two).await.expect("ack two");
+    consumer.close().await;
+    let mut again = client
+        .subscribe(ConsumerOptions::new(&topic, "g"))
+        .await
+        .expect("re-subscribe");
+    let mut back = Vec::new();
+    for _ in 0..2 {
+        let m = recv(&mut again).await;
+        back.push(String::from_utf8(m.payload.to_vec()).expect("utf-8"));
+        again.ack(&m).await.expect("ack");
+    }
+    back.sort();
+    assert_eq!(
+        back,
+        ["one", "three"],
+        "the unacked come back, the acked does not"
+    );
+    again.close().await;
+    raw.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_id_is_the_last_delivered_one_and_seeks_exactly() {
     let harness = partitions().await;

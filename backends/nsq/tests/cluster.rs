@@ -160,6 +160,55 @@ async fn fixture_cluster_the_leader_wait_ends_in_a_timeout() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+/// A subscription made before the partition has its leader: its SUB is refused
+/// (`E_FAILED_ON_NOT_LEADER`) and retried until the leader takes it; `subscribe` returns then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixture_cluster_a_subscription_waits_for_its_leader() {
+    let delay = Duration::from_millis(800);
+    let cluster = cluster(delay).await;
+    let client = NsqClient::connect(config(&cluster, 2, 0))
+        .await
+        .expect("client");
+    let topic = msgstream::testkit::unique("cl");
+    let started = Instant::now();
+    let mut consumer = client
+        .subscribe(earliest(&topic, "s"))
+        .await
+        .expect("subscribed once the leader serves");
+    assert!(started.elapsed() >= delay, "{:?}", started.elapsed());
+    let producer = client.create_producer(&topic).await.expect("producer");
+    producer
+        .send(ProducerMessage::new("x"))
+        .await
+        .expect("publish");
+    assert_eq!(recv(&mut consumer).await.payload.as_ref(), b"x");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixture_cluster_a_subscription_without_a_leader_times_out() {
+    let cluster = cluster(Duration::from_secs(60)).await;
+    let client = NsqClient::connect(NsqConfig {
+        leader_wait_ms: 300,
+        ..config(&cluster, 2, 0)
+    })
+    .await
+    .expect("client");
+    let topic = msgstream::testkit::unique("cl");
+    let started = Instant::now();
+    match client.subscribe(earliest(&topic, "s")).await {
+        Err(Error::Timeout(after)) => assert_eq!(after, Duration::from_millis(300)),
+        Err(other) => panic!("a timeout expected, got {other:?}"),
+        Ok(_) => panic!("a timeout expected, got a consumer"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The subscription is free again.
+    match client.subscribe(earliest(&topic, "s")).await {
+        Err(Error::Timeout(_)) => {}
+        Err(other) => panic!("a timeout expected again, got {other:?}"),
+        Ok(_) => panic!("a timeout expected again, got a consumer"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_cluster_a_leader_change_is_followed() {
     let cluster = cluster(Duration::ZERO).await;

@@ -22,8 +22,8 @@ use super::spooled::SpooledConsumer;
 use super::{map_err, Position, BACKEND};
 use crate::codec::{validate_name, ConsumeOffset};
 use crate::config::{Extensions, NsqConfig};
-use crate::conn::{Conn, ConnConfig};
-use crate::consumer::{ConsumerConfig, SubscribeMode};
+use crate::conn::{Conn, ConnConfig, OutputBuffer};
+use crate::consumer::{Consumer as NsqPush, ConsumerConfig, SubscribeMode};
 use crate::producer::{Producer as NsqPublisher, ProducerConfig};
 
 /// What the client and everything it created share.
@@ -115,6 +115,17 @@ impl Shared {
         Ok(())
     }
 
+    /// Starts a push consumer; in a cluster, once the partition's leader took its SUB (see
+    /// [`Cluster::await_leader`]).
+    pub(crate) async fn connect_push(&self, config: ConsumerConfig) -> Result<NsqPush> {
+        let topic = config.topic.clone();
+        let consumer = NsqPush::connect(config).await.map_err(map_err)?;
+        if let Some(cluster) = &self.cluster {
+            cluster.await_leader(&consumer, &topic).await?;
+        }
+        Ok(consumer)
+    }
+
     /// The consumer settings for one subscription, starting at `offset` when given.
     pub(crate) fn consumer_config(
         &self,
@@ -141,6 +152,10 @@ impl Shared {
         config.max_in_flight = c.max_in_flight.max(1);
         config.max_attempts = c.max_attempts;
         config.default_requeue_delay = std::time::Duration::from_millis(c.requeue_delay_ms);
+        config.conn.output_buffer = match c.output_buffer_timeout_ms {
+            0 => OutputBuffer::Off,
+            ms => OutputBuffer::FlushEvery(std::time::Duration::from_millis(ms)),
+        };
         config
     }
 }

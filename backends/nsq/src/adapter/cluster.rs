@@ -7,7 +7,8 @@
 //! partition without a leader (a new topic's first seconds, a failover) is waited for up to
 //! `leader_wait`, retrying with backoff (50 ms doubling to 1 s) while nsqd answers
 //! `E_FAILED_ON_NOT_LEADER` or `E_TOPIC_NOT_EXIST` or lookupd lists no leader, then
-//! [`Error::Timeout`]; a publish is only retried where the refusal says it was not stored
+//! [`Error::Timeout`] (a subscription likewise: its SUB is retried while no leader takes it);
+//! a publish is only retried where the refusal says it was not stored
 //! (those two codes) or where the connection failed (then, as on any nsqd, it may have been
 //! stored: at least once).
 
@@ -20,6 +21,7 @@ use msgstream::{Error, Result};
 use super::{map_err, BACKEND};
 use crate::codec::TraceReceipt;
 use crate::conn::ConnConfig;
+use crate::consumer::Consumer as NsqPush;
 use crate::lookup::{self, Created, Topology};
 use crate::producer::{Producer as NsqPublisher, ProducerConfig};
 
@@ -260,6 +262,23 @@ impl Cluster {
             };
             patience.pause(topic, self.partition, &why).await?;
         }
+    }
+
+    /// Waits until `consumer` is subscribed on the partition's leader (it retries a SUB the
+    /// node refuses, asking lookupd again with backoff), for up to `leader_wait`; then stops it
+    /// and fails with [`Error::Timeout`], as a publish does.
+    pub(crate) async fn await_leader(&self, consumer: &NsqPush, topic: &str) -> Result<()> {
+        if consumer.wait_connected(self.leader_wait).await {
+            return Ok(());
+        }
+        tracing::warn!(
+            topic,
+            partition = self.partition,
+            "no leader took the subscription after {:?}",
+            self.leader_wait
+        );
+        consumer.stop().await;
+        Err(Error::Timeout(self.leader_wait))
     }
 
     /// Deletes every partition of `topic` through lookupd.

@@ -7,6 +7,7 @@
 //! sees them first and in order: at-least-once. With extensions acks are cumulative.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -18,8 +19,8 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{delivered_message, map_err, Position, BACKEND};
-use crate::codec::ConsumeOffset;
+use super::{delivered_message, Position, BACKEND};
+use crate::codec::{ConsumeOffset, MsgId};
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
 
@@ -34,7 +35,14 @@ const STALLED_AFTER: Duration = Duration::from_secs(2);
 /// Shortest touch interval (nsqd's shortest message timeout is 1 s).
 const TOUCH_AT_MOST_EVERY: Duration = Duration::from_millis(100);
 
-type Pending = BTreeMap<MessageId, Arc<NsqMessage>>;
+/// Unacked deliveries by message id, then NSQ id: foreign bodies upstream are told apart by
+/// their NSQ ids, and two copies of one message (a publish retried after a broken connection)
+/// are both held and both finished by its ack.
+type Pending = BTreeMap<(MessageId, MsgId), Arc<NsqMessage>>;
+
+/// The lowest and highest NSQ ids, bounding a message id's entries in [`Pending`].
+const FIRST_NSQ_ID: MsgId = MsgId([0; 16]);
+const LAST_NSQ_ID: MsgId = MsgId([u8::MAX; 16]);
 
 /// Acking state shared by the consumer, its ackers and its touch task.
 struct Acks {
@@ -66,17 +74,22 @@ impl Acks {
             )));
         }
         let done: Vec<Arc<NsqMessage>> = {
+            let key = |nsq_id| (message.id.clone(), nsq_id);
             let mut pending = lock(&self.pending);
-            if self.cumulative {
-                let later = pending.split_off(&message.id);
-                let mut upto = std::mem::replace(&mut *pending, later);
-                if let Some(m) = pending.remove(&message.id) {
-                    upto.insert(message.id.clone(), m);
-                }
-                upto.into_values().collect()
-            } else {
-                pending.remove(&message.id).into_iter().collect()
+            // Later messages stay pending.
+            let after = pending
+                .range((Bound::Excluded(key(LAST_NSQ_ID)), Bound::Unbounded))
+                .next()
+                .map(|(k, _)| k.clone());
+            let later = after.map_or_else(BTreeMap::new, |k| pending.split_off(&k));
+            let mut upto = std::mem::replace(&mut *pending, later);
+            if !self.cumulative {
+                // Earlier ones too.
+                let this = upto.split_off(&key(FIRST_NSQ_ID));
+                pending.append(&mut upto);
+                upto = this;
             }
+            upto.into_values().collect()
         };
         let stale = || {
             Error::StaleDelivery(format!(
@@ -127,7 +140,7 @@ impl Acks {
                 self.touch_sooner.notify_one();
             }
         }
-        lock(&self.pending).insert(id, Arc::new(nsq));
+        lock(&self.pending).insert((id, nsq.id()), Arc::new(nsq));
     }
 
     /// The touch task: TOUCHes everything unacked every `touch_every`.
@@ -205,7 +218,7 @@ impl NsqConsumer {
         offset: Option<ConsumeOffset>,
     ) -> Result<NsqConsumer> {
         let config = shared.consumer_config(&options.topic, &options.subscription, offset);
-        let inner = NsqPush::connect(config).await.map_err(map_err)?;
+        let inner = shared.connect_push(config).await?;
         let acks = Arc::new(Acks {
             pending: Mutex::default(),
             epoch: AtomicU64::new(0),
@@ -238,6 +251,7 @@ impl NsqConsumer {
         delivered_message(
             &self.topic_name,
             self.shared.partition(),
+            &nsq.id(),
             nsq.body(),
             nsq.position(),
             delivery,
@@ -277,6 +291,30 @@ impl NsqConsumer {
             );
         }
         inner.recv().await
+    }
+
+    /// After a seek failed past the point where the old subscription was closed: the channel
+    /// may or may not have moved to the target (nsqd may have taken the new offset before the
+    /// SUB failed), so the consumer subscribes again where the channel now stands and the seek
+    /// is reported as [`Error::SeekMoved`] (the stream then puts the channel back with another
+    /// seek). If even that subscription fails, the consumer has no connection until a seek
+    /// succeeds, and `recv` reports the consumer as ended.
+    async fn read_on_after_failed_seek(&mut self, source: Error) -> Error {
+        let config = self
+            .shared
+            .consumer_config(&self.topic, &self.subscription, None);
+        match self.shared.connect_push(config).await {
+            Ok(inner) => self.inner = Some(Arc::new(inner)),
+            Err(e) => tracing::warn!(
+                topic = %self.topic,
+                subscription = %self.subscription,
+                "re-subscribing after a failed seek failed too: {e}"
+            ),
+        }
+        Error::SeekMoved {
+            channel: self.topic.clone(),
+            source: Box::new(source),
+        }
     }
 
     /// Reports a delivery that came again (see `redelivery`).
@@ -387,20 +425,30 @@ impl Consumer for NsqConsumer {
             .admin
             .start_offset(&self.topic, partition, id, inclusive)
             .await?;
+        // From here on the subscription is closed and its unacked messages are requeued:
+        // whatever happens next is a reconnect at least, so earlier deliveries are stale.
         self.shut().await;
-        self.shared
-            .admin
-            .wait_until_unsubscribed(&self.topic, &self.subscription)
-            .await?;
         self.acks.epoch.fetch_add(1, Ordering::AcqRel);
-        let config = self.shared.consumer_config(
-            &self.topic,
-            &self.subscription,
-            Some(ConsumeOffset::VirtualQueue(offset)),
-        );
-        let inner = NsqPush::connect(config).await.map_err(map_err)?;
-        self.inner = Some(Arc::new(inner));
-        Ok(())
+        let moved = async {
+            self.shared
+                .admin
+                .wait_until_unsubscribed(&self.topic, &self.subscription)
+                .await?;
+            let config = self.shared.consumer_config(
+                &self.topic,
+                &self.subscription,
+                Some(ConsumeOffset::VirtualQueue(offset)),
+            );
+            self.shared.connect_push(config).await
+        }
+        .await;
+        match moved {
+            Ok(inner) => {
+                self.inner = Some(Arc::new(inner));
+                Ok(())
+            }
+            Err(source) => Err(self.read_on_after_failed_seek(source).await),
+        }
     }
 
     /// From the fork's `/stats` and `/message/get` (see `Admin::latest`); the id is the one

@@ -5,7 +5,9 @@
 //! big-endian, so byte order is channel order; a seek re-subscribes from `offset` (inclusive)
 //! or `offset + raw_size` (exclusive). Upstream nsqd assigns no orderable, returned id, so the
 //! producer stamps each message with a `u64` (8 bytes BE) that increases per process, and
-//! nothing can be seeked to.
+//! nothing can be seeked to. A foreign body (no envelope, so no stamp) gets the NSQ id nsqd gave
+//! it, read as the hexadecimal `u64` nsqd writes: foreign messages in flight together have
+//! distinct ids, so each is acked on its own.
 //!
 //! **Envelope.** NSQ has no message headers, so properties travel in the body, framed as
 //! `"\xffMS1" ‖ u64 id ‖ u16 count ‖ (u16 len, key, u32 len, value)* ‖ payload`. A body
@@ -52,6 +54,8 @@ use msgstream::mq::{Delivery, Message, MessageId, Properties};
 use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
+use crate::codec::MsgId;
+
 /// Backend name in errors and configs.
 pub const BACKEND: &str = "nsq";
 
@@ -86,10 +90,11 @@ pub(crate) fn encode(id: u64, payload: &[u8], properties: &Properties) -> Bytes 
     buf.freeze()
 }
 
-/// Splits an NSQ body into producer id, payload and properties.
-pub(crate) fn decode(body: &Bytes) -> Result<(u64, Bytes, Properties)> {
+/// Splits an NSQ body into producer id, payload and properties; a foreign body (without the
+/// envelope) has no producer id.
+pub(crate) fn decode(body: &Bytes) -> Result<(Option<u64>, Bytes, Properties)> {
     if !body.starts_with(MAGIC) {
-        return Ok((0, body.clone(), Properties::new()));
+        return Ok((None, body.clone(), Properties::new()));
     }
     let short = || Error::Decode("truncated msgstream envelope in an NSQ message".into());
     let mut rest = &body[4..];
@@ -105,15 +110,30 @@ pub(crate) fn decode(body: &Bytes) -> Result<(u64, Bytes, Properties)> {
         properties.insert(text(key)?, text(value)?);
     }
     let payload = body.slice(body.len() - rest.len()..);
-    Ok((id, payload, properties))
+    Ok((Some(id), payload, properties))
+}
+
+/// The id of a foreign upstream delivery: nsqd writes its ids as 16 hexadecimal digits, read
+/// here as the `u64` they spell; an id that is not hexadecimal gives its last 8 bytes.
+fn foreign_id(nsq_id: &MsgId) -> u64 {
+    std::str::from_utf8(&nsq_id.0)
+        .ok()
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .unwrap_or_else(|| {
+            let mut low = [0u8; 8];
+            low.copy_from_slice(&nsq_id.0[8..]);
+            u64::from_be_bytes(low)
+        })
 }
 
 /// The message of a delivery: payload and properties from the envelope; the id is the
 /// delivery's place `(partition, offset, raw_size)` when the server has partitions (then a
-/// delivery without one is an error), else the producer's stamp.
+/// delivery without one is an error), else the producer's stamp, or for a foreign body its
+/// NSQ id (see [`foreign_id`]).
 pub(crate) fn delivered_message(
     topic: &SharedStr,
     partition: Option<u32>,
+    nsq_id: &MsgId,
     body: &Bytes,
     position: Option<(u64, u32)>,
     delivery: Delivery,
@@ -132,7 +152,7 @@ pub(crate) fn delivered_message(
                 "a delivery without an offset from a partitioned topic",
             ))
         }
-        (None, _) => MessageId::from_u64(stamped),
+        (None, _) => MessageId::from_u64(stamped.unwrap_or_else(|| foreign_id(nsq_id))),
     };
     Ok(Message {
         topic: topic.clone(),
@@ -203,12 +223,59 @@ mod tests {
         props.insert("k".into(), String::new());
         let body = encode(7, b"payload", &props);
         let (id, payload, back) = decode(&body).expect("decode");
-        assert_eq!((id, payload.as_ref(), &back), (7, &b"payload"[..], &props));
+        assert_eq!(
+            (id, payload.as_ref(), &back),
+            (Some(7), &b"payload"[..], &props)
+        );
         let foreign = Bytes::from_static(b"plain body");
-        assert_eq!(decode(&foreign).expect("foreign").1, foreign);
+        assert_eq!(
+            decode(&foreign).expect("foreign"),
+            (None, foreign, Properties::new())
+        );
         for cut in 4..body.len() - 7 {
             assert!(decode(&body.slice(..cut)).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn foreign_bodies_are_known_by_their_nsq_id() {
+        let topic = SharedStr::interned("t");
+        let delivered = |nsq_id: &[u8; 16], body: &'static [u8]| {
+            delivered_message(
+                &topic,
+                None,
+                &MsgId(*nsq_id),
+                &Bytes::from_static(body),
+                None,
+                Delivery::default(),
+            )
+            .expect("delivered")
+            .id
+        };
+        assert_eq!(
+            delivered(b"0d1a2b3c4d5e6f70", b"foreign"),
+            MessageId::from_u64(0x0d1a_2b3c_4d5e_6f70)
+        );
+        assert_ne!(
+            delivered(b"0d1a2b3c4d5e6f70", b"foreign"),
+            delivered(b"0d1a2b3c4d5e6f71", b"foreign")
+        );
+        assert_eq!(
+            delivered(b"not hex: 1234567", b"foreign"),
+            MessageId::from_backend_bytes(*b" 1234567")
+        );
+        // An envelope's stamp wins over the NSQ id.
+        let body = encode(9, b"p", &Properties::new());
+        let stamped = delivered_message(
+            &topic,
+            None,
+            &MsgId(*b"0d1a2b3c4d5e6f70"),
+            &body,
+            None,
+            Delivery::default(),
+        )
+        .expect("delivered");
+        assert_eq!(stamped.id, MessageId::from_u64(9));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{delivered_message, map_err, Position, BACKEND};
+use super::{delivered_message, Position, BACKEND};
 use crate::codec::ConsumeOffset;
 use crate::consumer::{Consumer as NsqPush, SubscribeMode};
 use crate::message::Message as NsqMessage;
@@ -204,7 +204,7 @@ impl OrderedConsumer {
             .consumer_config(&self.commit.topic, &reading_channel(), None);
         config.mode = SubscribeMode::Ordered;
         config.resume_at = Some(self.resume.clone());
-        self.reading = Some(NsqPush::connect(config).await.map_err(map_err)?);
+        self.reading = Some(self.shared.connect_push(config).await?);
         Ok(())
     }
 
@@ -268,6 +268,7 @@ impl OrderedConsumer {
         delivered_message(
             &self.topic_name,
             Some(self.partition),
+            &nsq.id(),
             nsq.body(),
             nsq.position(),
             delivery,

@@ -22,7 +22,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::{delivered_message, map_err};
+use super::delivered_message;
 use crate::codec::ConsumeOffset;
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
@@ -99,7 +99,7 @@ impl NsqReader {
         } else {
             admin.http.clone()
         };
-        self.inner = Some(NsqPush::connect(config).await.map_err(map_err)?);
+        self.inner = Some(self.shared.connect_push(config).await?);
         Ok(())
     }
 
@@ -137,6 +137,7 @@ impl Reader for NsqReader {
         delivered_message(
             &self.topic_name,
             Some(self.partition),
+            &nsq.id(),
             nsq.body(),
             nsq.position(),
             Delivery::default(),

@@ -37,8 +37,8 @@ use tokio::sync::Notify;
 
 use super::client::Shared;
 use super::spool::{Spool, SpoolSync, Spooled};
-use super::{delivered_message, map_err, BACKEND};
-use crate::codec::ConsumeOffset;
+use super::{delivered_message, BACKEND};
+use crate::codec::{ConsumeOffset, MsgId};
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
 
@@ -322,7 +322,7 @@ impl SpooledConsumer {
         config.max_in_flight = 1;
         // Every delivery is spooled and FINed; none is ever given up.
         config.max_attempts = 0;
-        let reading = Arc::new(NsqPush::connect(config).await.map_err(map_err)?);
+        let reading = Arc::new(shared.connect_push(config).await?);
         let journal = Arc::new(Journal::new(spool, sync));
         let pump = tokio::spawn(pump(
             journal.clone(),
@@ -365,6 +365,7 @@ impl SpooledConsumer {
                 let message = delivered_message(
                     &self.topic_name,
                     self.shared.partition(),
+                    &MsgId(m.nsq_id),
                     &m.body,
                     m.position,
                     Delivery::default(),

@@ -78,6 +78,7 @@ async fn a_redelivery_of_a_spooled_message_is_not_handed_over_twice() {
         delivered_message(
             &SharedStr::interned("dedupe"),
             None,
+            &crate::codec::MsgId(held[1].nsq_id),
             &held[1].body,
             None,
             Delivery::default()

@@ -3,11 +3,23 @@
 //! delayed redial of a configured nsqd).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{entropy, spawn_after, Engine, Ev};
 use crate::error::Error;
 use crate::lookup::{self, Endpoint};
 use crate::message::Origin;
+
+/// The first pause before asking lookupd again after a failed dial.
+const FIRST_REDIAL: Duration = Duration::from_millis(50);
+
+/// The pause after `failures` failed dials in a row: [`FIRST_REDIAL`] doubled per failure, at
+/// most `longest`.
+fn redial_pause(failures: u32, longest: Duration) -> Duration {
+    FIRST_REDIAL
+        .saturating_mul(1u32 << failures.min(16))
+        .min(longest)
+}
 
 impl Engine {
     /// Dials every endpoint lookupd listed that is not connected yet (only the configured
@@ -55,15 +67,18 @@ impl Engine {
     }
 
     /// After a dial failed: as [`Engine::schedule_reconnect`], but asks lookupd again only after
-    /// `reconnect_interval`, so a partition whose leader is not elected yet (a Youzan cluster
-    /// answers `E_FAILED_ON_NOT_LEADER` for seconds) is not dialed in a tight loop.
+    /// a pause that doubles from [`FIRST_REDIAL`] to `reconnect_interval` with each failure in
+    /// a row, so a partition whose leader is not elected yet (a Youzan cluster answers
+    /// `E_FAILED_ON_NOT_LEADER` for seconds) is neither dialed in a tight loop nor found late.
     pub(super) fn schedule_redial(&mut self, origin: Origin, failed: bool) {
         if self.stopping {
             return;
         }
         if !self.config.lookupd.is_empty() {
             if failed {
-                spawn_after(&self.tx, self.config.reconnect_interval, Ev::Poll);
+                let pause = redial_pause(self.failed_dials, self.config.reconnect_interval);
+                self.failed_dials = self.failed_dials.saturating_add(1);
+                spawn_after(&self.tx, pause, Ev::Poll);
             } else {
                 let _ = self.tx.send(Ev::Poll);
             }
@@ -76,5 +91,21 @@ impl Engine {
                 Ev::Reconnect(origin),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redials_back_off_up_to_the_reconnect_interval() {
+        let longest = Duration::from_secs(1);
+        let pauses: Vec<u128> = (0..7)
+            .map(|n| redial_pause(n, longest).as_millis())
+            .collect();
+        assert_eq!(pauses, [50, 100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(redial_pause(u32::MAX, longest), longest);
+        assert_eq!(redial_pause(0, Duration::ZERO), Duration::ZERO);
     }
 }

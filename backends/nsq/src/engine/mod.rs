@@ -79,6 +79,9 @@ pub(crate) struct Engine {
     stopping: bool,
     ever_connected: BTreeSet<Origin>,
     repoll: repoll::Repoll,
+    /// Dials that failed since the last connection: the re-poll after one waits longer each
+    /// time (see `schedule_redial`).
+    failed_dials: u32,
 }
 
 fn spawn_after(tx: &mpsc::UnboundedSender<Ev>, delay: Duration, ev: Ev) {
@@ -139,6 +142,7 @@ impl Engine {
             stopping: false,
             ever_connected: BTreeSet::new(),
             repoll: repoll::Repoll::default(),
+            failed_dials: 0,
         };
         tokio::spawn(engine.run(rx, cmd_rx, ready_tx));
         (cmd_tx, ready_rx)
@@ -316,7 +320,9 @@ impl Engine {
         );
         self.counters
             .connections
-            .store(self.links.len() as u64, Ordering::Relaxed);
+            .store(self.links.len() as u64, Ordering::SeqCst);
+        self.counters.connected.notify_waiters();
+        self.failed_dials = 0;
         self.rebalance().await;
     }
 

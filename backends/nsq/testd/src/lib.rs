@@ -26,6 +26,7 @@ mod heartbeat;
 mod http;
 mod lookupd;
 mod lookupd_upstream;
+mod output;
 mod stats;
 mod store;
 mod tcp;

@@ -465,6 +465,10 @@ fn deliver(
         if client.out.send(frame).is_err() {
             tracing::debug!(topic, partition, "delivery to a closing connection");
         }
+        if client.in_flight >= client.rdy {
+            // No RDY left: nsqd flushes the connection's output buffer.
+            let _ = client.out.send(crate::output::flush_marker());
+        }
     }
 }
 

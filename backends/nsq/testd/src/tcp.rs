@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, BufReader};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::commands::{Fail, Session};
+use crate::output::{write_frames, Buffering};
 use crate::store::{frame, ClientState};
 use crate::Shared;
 
@@ -53,22 +54,18 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
             .insert(id, crate::connections::Connection::new(remote));
     }
     let mut dropped = shared.drops.subscribe();
-    let (rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
-    let writer: JoinHandle<()> = tokio::spawn(async move {
-        while let Some(first) = rx.recv().await {
-            let mut batch = first.to_vec();
-            while let Ok(more) = rx.try_recv() {
-                batch.extend_from_slice(&more);
-            }
-            if wr.write_all(&batch).await.is_err() {
-                return;
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
+    let (rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+    let buffering = Arc::new(std::sync::Mutex::new(
+        if shared.options.extensions.partitions() {
+            Buffering::none()
+        } else {
+            Buffering::nsqd()
+        },
+    ));
+    let writer: JoinHandle<()> = tokio::spawn(write_frames(wr, rx, buffering.clone()));
     let mut reader = BufReader::new(rd);
-    let mut session = Session::new(shared.clone(), id, tx.clone());
+    let mut session = Session::new(shared.clone(), id, tx.clone(), buffering);
     let mut magic = [0u8; 4];
     let magic_ok = matches!(
         tokio::time::timeout(session.read_deadline(), reader.read_exact(&mut magic)).await,

@@ -27,6 +27,10 @@ impl Session {
         }
         if let Some(c) = self.store().clients.get_mut(&self.id) {
             c.rdy = count as u32;
+            if c.in_flight >= c.rdy {
+                // Not ready any more: nsqd flushes what it buffered.
+                let _ = c.out.send(crate::output::flush_marker());
+            }
         }
         self.shared.pump();
         Ok(())

@@ -20,6 +20,7 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, Notify};
 
 use crate::heartbeat::Heartbeats;
+use crate::output::{Buffering, SharedBuffering};
 use crate::store::{frame, Store};
 use crate::tcp::{read_body, Line, RESPONSE};
 use crate::{valid_name, Shared};
@@ -107,6 +108,8 @@ pub(crate) struct Session {
     msg_timeout: Duration,
     user_agent: String,
     closer: Arc<Notify>,
+    /// How the connection's writer buffers deliveries (set by IDENTIFY).
+    buffering: SharedBuffering,
 }
 
 type Reader = BufReader<OwnedReadHalf>;
@@ -129,7 +132,12 @@ fn number(bytes: &[u8], what: &str) -> Result<u64, Fail> {
 }
 
 impl Session {
-    pub(crate) fn new(shared: Arc<Shared>, id: u64, tx: mpsc::UnboundedSender<Bytes>) -> Session {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        id: u64,
+        tx: mpsc::UnboundedSender<Bytes>,
+        buffering: SharedBuffering,
+    ) -> Session {
         let heartbeat = shared.options.heartbeat_interval;
         let msg_timeout = shared.options.msg_timeout;
         let heartbeats = Heartbeats::start(tx.clone(), heartbeat);
@@ -145,6 +153,7 @@ impl Session {
             msg_timeout,
             user_agent: String::new(),
             closer: Arc::new(Notify::new()),
+            buffering,
         }
     }
 
@@ -241,6 +250,23 @@ impl Session {
                 ))
             }
         };
+        // nsqd checks the output buffer after the heartbeat and before the sample rate and
+        // the message timeout (`clientV2.Identify`).
+        let buffering = if opts.extensions.partitions() {
+            None
+        } else {
+            let now = *self.buffering.lock().unwrap_or_else(|p| p.into_inner());
+            let next = now
+                .identify(data.output_buffer_size, data.output_buffer_timeout)
+                .map_err(|e| Fail::fatal("E_BAD_BODY", &format!("IDENTIFY {e}")))?;
+            Some(next)
+        };
+        if !(0..=99).contains(&data.sample_rate) {
+            return Err(Fail::fatal(
+                "E_BAD_BODY",
+                &format!("IDENTIFY sample rate ({}) is invalid", data.sample_rate),
+            ));
+        }
         let max_timeout = opts.max_msg_timeout.as_millis() as i64;
         self.msg_timeout = match data.msg_timeout {
             0 => opts.msg_timeout,
@@ -252,11 +278,8 @@ impl Session {
                 ))
             }
         };
-        if !(0..=99).contains(&data.sample_rate) {
-            return Err(Fail::fatal(
-                "E_BAD_BODY",
-                &format!("IDENTIFY sample rate ({}) is invalid", data.sample_rate),
-            ));
+        if let Some(buffering) = buffering {
+            *self.buffering.lock().unwrap_or_else(|p| p.into_inner()) = buffering;
         }
         if data.snappy && data.deflate {
             return Err(Fail::fatal(
@@ -292,7 +315,8 @@ impl Session {
                 0,
             )
         } else {
-            (16384, 250, 6)
+            let (size, timeout) = buffering.unwrap_or_else(Buffering::nsqd).answer();
+            (size, timeout, 6)
         };
         let response = IdentifyResponse {
             max_rdy_count: opts.max_rdy_count,
