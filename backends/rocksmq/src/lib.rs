@@ -46,7 +46,7 @@ pub use group::GroupInfo;
 pub use options::RocksmqOptions;
 pub use read::{StoredMessage, BACKLOG_READAHEAD_BYTES};
 pub use retention::{RetentionProgress, RetentionReport};
-pub use store::{column_family_options, database_options};
+pub use store::{column_family_options, database_options, INFO_LOG_FILES, INFO_LOG_MAX_BYTES};
 pub use subscription::{Subscription, TopicReader};
 pub use writer::WriteStats;
 
