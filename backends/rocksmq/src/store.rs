@@ -50,7 +50,7 @@ pub fn column_family_options() -> Options {
 /// Maps a RocksDB error of operation `op` onto the core error: busy and timeout conditions are
 /// transient, everything else permanent.
 pub(crate) fn db_error(op: &str, e: rocksdb::Error) -> Error {
-    let message = format!("{op}: {}", printable(&e.to_string()));
+    let message = format!("{op}: {}", printable(e.as_ref()));
     match e.kind() {
         ErrorKind::Busy | ErrorKind::TryAgain | ErrorKind::TimedOut | ErrorKind::Incomplete => {
             Error::transient(BACKEND, message)
@@ -172,7 +172,7 @@ impl Store {
             .iter()
             .map(|name| ColumnFamilyDescriptor::new(*name, column_family_options()));
         let db = DB::open_cf_descriptors(&options, path, families)
-            .map_err(|e| open_error(path, fresh, e.kind(), &e.to_string()))?;
+            .map_err(|e| open_error(path, fresh, e.kind(), e.as_ref()))?;
         Ok(Store {
             db: RwLock::new(Some(Arc::new(db))),
             closed: AtomicBool::new(false),
