@@ -41,11 +41,27 @@ pub const INFO_LOG_FILES: usize = 3;
 pub const INFO_LOG_MAX_BYTES: usize = 1024 * 1024;
 
 /// Column-family options of a queue (every column family uses these).
+///
+/// Table indexes record each block's first key (`kBinarySearchWithFirstKey`), so a seek that
+/// finds nothing within its upper bound stops at the index without reading the block beyond:
+/// a topic's seek never reads (and decompresses) a neighbouring topic's message, whatever its
+/// size. Tables written before this setting keep their index; compactions rewrite them.
 pub fn column_family_options() -> Options {
-    let mut options = Options::default();
+    let mut base = Options::default();
+    let mut options = match base.get_options_from_string(FIRST_KEY_INDEX) {
+        Ok(options) => options,
+        Err(e) => {
+            tracing::warn!(error = %e, "rocksmq: first-key table index not available; seeks may read neighbouring blocks");
+            Options::default()
+        }
+    };
     options.set_compression_type(rocksdb::DBCompressionType::Lz4);
     options
 }
+
+/// The table option of [`column_family_options`], in RocksDB's option-string syntax (the
+/// Rust binding has no setter for this index type).
+pub(crate) const FIRST_KEY_INDEX: &str = "block_based_table_factory={index_type=kBinarySearchWithFirstKey}";
 
 /// Maps a RocksDB error of operation `op` onto the core error: busy and timeout conditions are
 /// transient, everything else permanent.
