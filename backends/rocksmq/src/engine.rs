@@ -16,12 +16,13 @@ use crate::keys::{
     page_mark_key, topic_floor_key, topic_name_key, topic_prefix, topic_upper_bound, CF_GROUPS,
     CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
 };
+use crate::ledger::{Ledger, LedgerThread};
 use crate::read::Cursor;
 use crate::retention::{Policy, RetentionProgress};
 use crate::store::Store;
 use crate::topics::{TopicState, Topics, FIRST_MESSAGE_ID};
 use crate::writer::{Batch, Reply, Role, WriteStats, Writer};
-use crate::{RocksmqOptions, TopicReader};
+use crate::{Recovery, RocksmqOptions, TopicReader};
 
 pub(crate) struct Inner {
     pub store: Store,
@@ -37,6 +38,9 @@ pub(crate) struct Inner {
     pub retention_progress: watch::Sender<RetentionProgress>,
     /// What recovery found missing at open (see [`Rocksmq::lost_at_recovery`]).
     pub lost: Vec<LostMessages>,
+    /// The promised-ids ledger, and the thread that keeps it current.
+    ledger: Ledger,
+    ledger_thread: Mutex<Option<LedgerThread>>,
     /// (topic, group) pairs with a live mq consumer: subscriptions are exclusive.
     pub leases: Mutex<std::collections::HashSet<(String, String)>>,
     /// When the mq consumers' acks are written.
@@ -56,6 +60,7 @@ impl Drop for Inner {
         if let Err(error) = write_staged(&self.store, staged, None) {
             tracing::warn!(%error, "rocksmq: writing the staged acks of a dropped queue failed");
         }
+        self.ledger.record(&self.topics);
     }
 }
 
@@ -88,10 +93,20 @@ impl Rocksmq {
     /// A database held by another process is an `Error::Backend` saying it is locked; an
     /// [`AckWrite::Grouped`] interval above [`AckWrite::MAX_GROUPING`] is `InvalidArgument`.
     pub fn open(options: RocksmqOptions) -> Result<Rocksmq> {
-        options.ack_write.validate()?;
+        options.validate()?;
         let store = Store::open(&options.path, options.sync)?;
         let topics = store.with(Topics::load)?;
-        let lost = store.with(|db| report_lost_tail(db, &topics, &options.path))?;
+        let ledger = Ledger::new(&options.path);
+        let lost = store.with(|db| lost_at_open(db, &topics, &ledger))?;
+        if !lost.is_empty() {
+            crate::ledger::report(&options.path, &lost);
+            if options.recovery == Recovery::Strict {
+                store.close();
+                return Err(crate::ledger::refusal(&options.path, &lost));
+            }
+        }
+        // The recovered state is the promise from now on: a loss is reported once.
+        ledger.record(&topics);
         let inner = Arc::new(Inner {
             store,
             topics,
@@ -108,9 +123,20 @@ impl Rocksmq {
             retention_progress: watch::Sender::new(RetentionProgress::default()),
             leases: Mutex::new(std::collections::HashSet::new()),
             lost,
+            ledger,
+            ledger_thread: Mutex::new(None),
             ack_write: options.ack_write,
             ack_flusher: AckFlusher::idle(),
         });
+        let weak: Weak<Inner> = Arc::downgrade(&inner);
+        let thread = LedgerThread::start(move || match weak.upgrade() {
+            Some(inner) => {
+                inner.ledger.record(&inner.topics);
+                true
+            }
+            None => false,
+        })?;
+        *lock(&inner.ledger_thread) = Some(thread);
         if let AckWrite::Grouped(within) = options.ack_write {
             AckFlusher::start(&inner, within)?;
         }
@@ -215,6 +241,9 @@ impl Rocksmq {
             state.wake();
             (from, to)
         };
+        // Before anything else can fail: a ledger still naming the topic would report its ids
+        // as lost at the next open.
+        self.inner.ledger.record(&self.inner.topics);
         // Topic ids are never reused, so nothing writes into this range any more. The topic is
         // gone whatever happens here: a queue closed meanwhile leaves the space to RocksDB's
         // own compactions.
@@ -277,12 +306,23 @@ impl Rocksmq {
         Ok((next > FIRST_MESSAGE_ID).then(|| next - 1))
     }
 
-    /// Message ids that recovery found missing when this database was opened: consumer groups
-    /// positioned beyond their topic's recovered end, which only a write-ahead log that lost
-    /// records leaves behind. Empty after a clean or crash-only recovery. Each case was also
-    /// logged at error level.
+    /// Message ids that recovery found missing when this database was opened: topics
+    /// recovered below the ids the promised-ids ledger says they had given out (or gone), and
+    /// consumer groups positioned beyond their topic's recovered end; only a write-ahead log
+    /// that lost records leaves either behind. Empty after a clean or crash-only recovery. Each
+    /// case was also logged at error level, naming the topic and the count; under
+    /// [`Recovery::Strict`] the open fails instead.
     pub fn lost_at_recovery(&self) -> &[LostMessages] {
         &self.inner.lost
+    }
+
+    /// Rewrites the promised-ids ledger now (the queue does it every
+    /// [`crate::LEDGER_INTERVAL`] while ids move, after a destroy and at close): after this, a
+    /// loss of any id given out so far is reported at the next open.
+    pub fn record_promised_ids(&self) -> Result<()> {
+        self.check_open()?;
+        self.inner.ledger.record(&self.inner.topics);
+        Ok(())
     }
 
     /// The oldest id `topic` still holds (`None` when it holds no message): what retention has
@@ -343,6 +383,10 @@ impl Rocksmq {
             writes.release_database();
             self.inner.store.close();
         }
+        if let Some(thread) = lock(&self.inner.ledger_thread).take() {
+            thread.stop();
+        }
+        self.inner.ledger.record(&self.inner.topics);
         for topic in self.inner.topics.all() {
             topic.wake();
         }
@@ -369,49 +413,67 @@ impl Produced {
     }
 }
 
-/// Ids a consumer group had acknowledged that the recovered topic no longer holds.
+/// Message ids that recovery found missing from a topic: the write-ahead log lost records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostMessages {
     /// The topic.
     pub topic: String,
-    /// The group whose position shows the loss.
-    pub group: String,
-    /// The group's committed position (first id it had not acknowledged).
-    pub committed: u64,
-    /// The topic's next id after recovery: ids `recovered_next..committed` are gone.
+    /// The consumer group whose committed position shows the loss, or `None` when the
+    /// promised-ids ledger shows it (see [`crate::LEDGER_FILE`]).
+    pub group: Option<String>,
+    /// One past the newest id known to have existed: the group's committed position, or the
+    /// ledger's next id of the topic.
+    pub expected_next: u64,
+    /// The topic's next id after recovery: ids `recovered_next..expected_next` are gone.
     pub recovered_next: u64,
+    /// Whether the topic itself is gone (its creation was among the lost records).
+    pub topic_lost: bool,
+}
+
+impl LostMessages {
+    /// How many ids are gone.
+    pub fn count(&self) -> u64 {
+        self.expected_next.saturating_sub(self.recovered_next)
+    }
 }
 
 /// After recovery, a consumer group positioned beyond its topic's recovered end means messages
-/// it had seen are gone: the WAL lost records (a damaged or removed log file). RocksDB recovers
-/// such damage without a word, so say it loudly, with how many ids are missing.
-fn report_lost_tail(
-    db: &crate::store::Db<'_>,
-    topics: &Topics,
-    path: &std::path::Path,
-) -> Result<Vec<LostMessages>> {
+/// it had seen are gone: the WAL lost records (a damaged or removed log file).
+fn lost_under_groups(db: &crate::store::Db<'_>, topics: &Topics) -> Result<Vec<LostMessages>> {
     let mut lost = Vec::new();
     for topic in topics.all() {
         let next = topic.tail().next_id;
         for (group, record) in crate::group::list(db, topic.id)? {
             if record.committed > next {
-                tracing::error!(
-                    path = %path.display(),
-                    topic = %topic.name,
-                    group = %group,
-                    missing = record.committed - next,
-                    "rocksmq: message ids {next}..{} of topic {:?} are missing after recovery (group {group:?} had acknowledged them): the write-ahead log lost records",
-                    record.committed, topic.name
-                );
                 lost.push(LostMessages {
                     topic: topic.name.clone(),
-                    group,
-                    committed: record.committed,
+                    group: Some(group),
+                    expected_next: record.committed,
                     recovered_next: next,
+                    topic_lost: false,
                 });
             }
         }
     }
+    Ok(lost)
+}
+
+/// Everything recovery lost, against the promised-ids ledger and the consumer groups' positions.
+fn lost_at_open(
+    db: &crate::store::Db<'_>,
+    topics: &Topics,
+    ledger: &Ledger,
+) -> Result<Vec<LostMessages>> {
+    let recovered: Vec<(u64, String, u64)> = topics
+        .all()
+        .iter()
+        .map(|topic| (topic.id, topic.name.clone(), topic.tail().next_id))
+        .collect();
+    let mut lost = ledger
+        .read()
+        .map(|promised| crate::ledger::compare(&promised, &recovered))
+        .unwrap_or_default();
+    lost.extend(lost_under_groups(db, topics)?);
     Ok(lost)
 }
 

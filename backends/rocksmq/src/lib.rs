@@ -29,6 +29,7 @@ mod durability;
 mod engine;
 mod group;
 mod keys;
+mod ledger;
 mod options;
 mod read;
 mod recent;
@@ -43,7 +44,8 @@ pub use adapter::{RocksmqClient, RocksmqConsumer, RocksmqProducer, RocksmqReader
 pub use durability::Durability;
 pub use engine::{LostMessages, Rocksmq};
 pub use group::GroupInfo;
-pub use options::RocksmqOptions;
+pub use ledger::{LEDGER_FILE, LEDGER_INTERVAL};
+pub use options::{Recovery, RocksmqOptions};
 pub use read::{StoredMessage, BACKLOG_READAHEAD_BYTES};
 pub use retention::{RetentionProgress, RetentionReport};
 pub use store::{column_family_options, database_options, INFO_LOG_FILES, INFO_LOG_MAX_BYTES};

@@ -61,7 +61,8 @@ pub fn column_family_options() -> Options {
 
 /// The table option of [`column_family_options`], in RocksDB's option-string syntax (the
 /// Rust binding has no setter for this index type).
-pub(crate) const FIRST_KEY_INDEX: &str = "block_based_table_factory={index_type=kBinarySearchWithFirstKey}";
+pub(crate) const FIRST_KEY_INDEX: &str =
+    "block_based_table_factory={index_type=kBinarySearchWithFirstKey}";
 
 /// Maps a RocksDB error of operation `op` onto the core error: busy and timeout conditions are
 /// transient, everything else permanent.

@@ -20,7 +20,12 @@ async fn loading_topics_never_reads_a_neighbours_big_message() {
     for topic in 0..TOPICS {
         mq.create_topic(&format!("t{topic:02}")).expect("topic");
     }
-    let big: Vec<u8> = b"0123456789abcdef".iter().copied().cycle().take(BIG).collect();
+    let big: Vec<u8> = b"0123456789abcdef"
+        .iter()
+        .copied()
+        .cycle()
+        .take(BIG)
+        .collect();
     let middle = format!("t{:02}", TOPICS / 2);
     let message = msgstream::mq::ProducerMessage::new(big);
     mq.produce(&middle, vec![message]).await.expect("big");
@@ -33,7 +38,8 @@ async fn loading_topics_never_reads_a_neighbours_big_message() {
         .map(|name| ColumnFamilyDescriptor::new(*name, column_family_options()));
     let db = DB::open_cf_descriptors(&db_options, dir.path(), families).expect("raw open");
     for name in COLUMN_FAMILIES {
-        db.flush_cf(db.cf_handle(name).expect("cf")).expect("flush into a table");
+        db.flush_cf(db.cf_handle(name).expect("cf"))
+            .expect("flush into a table");
     }
     let write_options = rocksdb::WriteOptions::default();
     let before = db_options.get_ticker_count(Ticker::BytesDecompressedTo);

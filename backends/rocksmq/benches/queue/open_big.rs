@@ -58,7 +58,12 @@ async fn fill(path: &std::path::Path, channels: usize) {
     for channel in 0..channels {
         mq.create_topic(&name(channel)).expect("topic");
     }
-    let payload: Vec<u8> = b"0123456789abcdef".iter().copied().cycle().take(BIG).collect();
+    let payload: Vec<u8> = b"0123456789abcdef"
+        .iter()
+        .copied()
+        .cycle()
+        .take(BIG)
+        .collect();
     mq.produce(&name(channels / 2), vec![ProducerMessage::new(payload)])
         .await
         .expect("produce");
