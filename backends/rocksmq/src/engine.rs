@@ -343,6 +343,24 @@ impl Rocksmq {
         })
     }
 
+    /// An estimate of the bytes `topic` takes on disk: RocksDB's approximate size of its key
+    /// ranges of messages and properties in table files (compressed, as stored). Messages
+    /// still only in the memtable (up to a write buffer, 64 MiB per column family, the most
+    /// recent) count once flushed; pages deleted by retention stop counting once compacted.
+    pub fn topic_size_bytes(&self, topic: &str) -> Result<u64> {
+        let state = self.topic(topic)?;
+        self.inner.store.with(|db| {
+            let (from, to) = (topic_prefix(state.id), topic_upper_bound(state.id));
+            let mut bytes = 0u64;
+            for cf in [CF_MESSAGES, CF_PROPERTIES] {
+                let range = rocksdb::Range::new(&from, &to);
+                let sizes = db.db.get_approximate_sizes_cf(db.cf(cf)?, &[range]);
+                bytes = bytes.saturating_add(sizes.iter().sum::<u64>());
+            }
+            Ok(bytes)
+        })
+    }
+
     /// A non-durable reader of `topic` whose first message is the first with id ≥ `from`.
     pub fn reader(&self, topic: &str, from: u64) -> Result<TopicReader> {
         let state = self.topic(topic)?;
