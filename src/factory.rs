@@ -77,15 +77,15 @@ async fn open_client(config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(feature = "rocksmq")]
 async fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
-    use crate::config::SyncMode;
-    use msgstream_rocksmq::{AckWrite, Durability, RocksmqClient, RocksmqOptions};
+    use crate::config::{RecoveryMode, SyncMode};
+    use msgstream_rocksmq::{AckWrite, Durability, Recovery, RocksmqClient, RocksmqOptions};
     use std::time::Duration;
 
     let section = &config.rocksmq;
     let mut options = RocksmqOptions::new(&section.path);
     options.retention = Duration::from_secs(section.retention_minutes.saturating_mul(60));
     options.retention_size_bytes = section.retention_size_mb.saturating_mul(1 << 20);
-    options.page_size_bytes = section.page_size_mb.max(1).saturating_mul(1 << 20);
+    options.page_size_bytes = section.page_size_mb.saturating_mul(1 << 20);
     options.ignore_groups_idle_for = (section.ignore_groups_idle_minutes > 0)
         .then(|| Duration::from_secs(section.ignore_groups_idle_minutes.saturating_mul(60)));
     options.ack_write = match section.ack_group_ms {
@@ -96,6 +96,10 @@ async fn open_rocksmq(config: &Config) -> Result<Arc<dyn Client>> {
         SyncMode::Buffered => Durability::Buffered,
         SyncMode::SyncData => Durability::SyncData,
         SyncMode::SyncAll => Durability::SyncAll,
+    };
+    options.recovery = match section.recovery {
+        RecoveryMode::Report => Recovery::Report,
+        RecoveryMode::Strict => Recovery::Strict,
     };
     Ok(Arc::new(RocksmqClient::connect(options).await?))
 }
