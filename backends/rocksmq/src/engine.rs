@@ -21,7 +21,9 @@ use crate::read::Cursor;
 use crate::retention::{Policy, RetentionProgress};
 use crate::store::Store;
 use crate::topics::{TopicState, Topics, FIRST_MESSAGE_ID};
-use crate::writer::{Batch, Reply, Role, WriteStats, Writer};
+use crate::writer::{
+    batch_bytes_of, Batch, Inline, Reply, Role, WriteStats, Writer, INLINE_WRITE_MAX_BYTES,
+};
 use crate::{Recovery, RocksmqOptions, TopicReader};
 
 pub(crate) struct Inner {
@@ -282,22 +284,49 @@ impl Rocksmq {
             Role::Follow(answer) => return Ok(Produced::Waiting(answer)),
             Role::Lead(own) => own,
         };
-        if !self.inner.writer.syncs() {
-            // A buffered write is a memtable insert and a write(2) into the page cache: as cheap
-            // as the hop to a blocking thread would be, so it stays on the caller's thread.
-            let written = self.inner.writer.lead(&self.inner.store, topic, &own);
-            return written.map(Produced::Written);
+        if !self.inner.writer.syncs() && batch_bytes_of(&own) <= INLINE_WRITE_MAX_BYTES {
+            // A small buffered write is a memtable insert and a write(2) into the page cache:
+            // cheaper than the hop to a blocking thread, so it is tried on the caller's thread,
+            // but only if RocksDB takes it without a stall. Anything that may block (a stalled
+            // write, a synced one, a big one, the groups queued behind this leader meanwhile)
+            // is done on a blocking thread, never on an async worker. Outside a runtime there
+            // is no worker to spare: the whole lead runs here.
+            if tokio::runtime::Handle::try_current().is_err() {
+                let written = self.inner.writer.lead(&self.inner.store, topic, &own);
+                return written.map(Produced::Written);
+            }
+            match self
+                .inner
+                .writer
+                .lead_inline(&self.inner.store, topic, &own)
+            {
+                Inline::Written(written) => {
+                    if !self.inner.writer.step_down() {
+                        self.lead_on_a_blocking_thread(None);
+                    }
+                    return written.map(Produced::Written);
+                }
+                Inline::Stalled => {}
+            }
         }
-        // A synced write waits for the disk: never on an async worker (a current_thread
-        // runtime would stall for every fsync). The leader's thread may go on committing later
-        // groups; this caller is answered as soon as its own group is durable.
+        // The leader's thread may go on committing later groups; this caller is answered as
+        // soon as its own group is written.
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let lead = SyncedLead {
-            inner: self.inner.clone(),
-            job: Some((topic.clone(), own, reply)),
-        };
-        drop(tokio::task::spawn_blocking(move || lead.run()));
+        self.lead_on_a_blocking_thread(Some((topic.clone(), own, reply)));
         Ok(Produced::Waiting(answer))
+    }
+
+    /// Runs the leader's commits on a blocking thread: `own`'s batch first, if given, then
+    /// whatever is queued. Outside a tokio runtime (no async worker to spare), right here.
+    fn lead_on_a_blocking_thread(&self, own: Option<(Arc<TopicState>, Batch, Reply)>) {
+        let lead = BlockingLead {
+            inner: self.inner.clone(),
+            job: Some(own),
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || lead.run())),
+            Err(_) => lead.run(),
+        }
     }
 
     /// The newest id of `topic`, `None` if nothing was ever produced to it.
@@ -495,28 +524,33 @@ fn lost_at_open(
     Ok(lost)
 }
 
-/// A synced leader's commits, on their way to a blocking thread.
+/// A leader's commits, on their way to a blocking thread: its own batch and what is queued
+/// behind it (`Some`), or only what was queued behind an inline leader (`None`).
 ///
 /// A runtime that is shutting down drops blocking tasks it has not started. Dropped unrun,
 /// this hands the leadership back (see `Writer::hand_back`): the caller's answer channel
 /// closes (its send fails) and the producers queued behind it are answered with
 /// [`Error::Closed`], where they would otherwise wait forever for a leader that never ran.
-struct SyncedLead {
+struct BlockingLead {
     inner: Arc<Inner>,
-    job: Option<(Arc<TopicState>, Batch, Reply)>,
+    job: Option<Option<(Arc<TopicState>, Batch, Reply)>>,
 }
 
-impl SyncedLead {
+impl BlockingLead {
     fn run(mut self) {
-        if let Some((topic, own, reply)) = self.job.take() {
-            self.inner
-                .writer
-                .lead_elsewhere(&self.inner.store, topic, own, reply);
+        match self.job.take() {
+            Some(Some((topic, own, reply))) => {
+                self.inner
+                    .writer
+                    .lead_elsewhere(&self.inner.store, topic, own, reply);
+            }
+            Some(None) => self.inner.writer.keep_leading_elsewhere(&self.inner.store),
+            None => {}
         }
     }
 }
 
-impl Drop for SyncedLead {
+impl Drop for BlockingLead {
     fn drop(&mut self) {
         if self.job.take().is_some() {
             self.inner

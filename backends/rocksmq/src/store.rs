@@ -76,6 +76,11 @@ pub(crate) fn db_error(op: &str, e: rocksdb::Error) -> Error {
     }
 }
 
+/// Whether `e` is RocksDB refusing a `no_slowdown` write that it would have delayed.
+pub(crate) fn is_stall(e: &rocksdb::Error) -> bool {
+    e.kind() == ErrorKind::Incomplete
+}
+
 /// `text` with every control character escaped (`\0`, `\n`, `\u{1b}`): RocksDB errors quote
 /// file contents, and a damaged file must not put raw bytes on a user's terminal.
 pub(crate) fn printable(text: &str) -> String {
@@ -165,6 +170,9 @@ pub(crate) struct Store {
     /// Set before the database is dropped: a lock-free check for hot paths.
     closed: AtomicBool,
     write_options: rocksdb::WriteOptions,
+    /// The same, with RocksDB's `no_slowdown`: a write that would wait out a write stall
+    /// fails at once instead (see [`Store::write_options_without_waiting`]).
+    write_options_without_waiting: rocksdb::WriteOptions,
     path: PathBuf,
 }
 
@@ -194,6 +202,11 @@ impl Store {
             db: RwLock::new(Some(Arc::new(db))),
             closed: AtomicBool::new(false),
             write_options: durability.write_options(),
+            write_options_without_waiting: {
+                let mut options = durability.write_options();
+                options.set_no_slowdown(true);
+                options
+            },
             path: path.to_path_buf(),
         })
     }
@@ -227,6 +240,13 @@ impl Store {
     /// The write options of the queue's durability.
     pub fn write_options(&self) -> &rocksdb::WriteOptions {
         &self.write_options
+    }
+
+    /// The write options of the queue's durability for a write on an async worker: one that
+    /// RocksDB would delay (a write stall: too many memtables or level-0 files waiting for
+    /// flushes and compactions) fails at once with [`is_stall`] instead of blocking.
+    pub fn write_options_without_waiting(&self) -> &rocksdb::WriteOptions {
+        &self.write_options_without_waiting
     }
 
     /// Whether [`Store::close`] was called.
