@@ -289,12 +289,8 @@ impl Rocksmq {
             // cheaper than the hop to a blocking thread, so it is tried on the caller's thread,
             // but only if RocksDB takes it without a stall. Anything that may block (a stalled
             // write, a synced one, a big one, the groups queued behind this leader meanwhile)
-            // is done on a blocking thread, never on an async worker. Outside a runtime there
-            // is no worker to spare: the whole lead runs here.
-            if tokio::runtime::Handle::try_current().is_err() {
-                let written = self.inner.writer.lead(&self.inner.store, topic, &own);
-                return written.map(Produced::Written);
-            }
+            // is done on a blocking thread, never on an async worker (outside a runtime, where
+            // there is none, on this thread: see `lead_on_a_blocking_thread`).
             match self
                 .inner
                 .writer

@@ -110,7 +110,7 @@ pub(crate) enum Role {
     /// Another caller leads: await the answer.
     Follow(oneshot::Receiver<Result<Range<u64>>>),
     /// This caller leads, with its own batch given back (never queued): pass it to
-    /// [`Writer::lead`] on this thread, or to [`Writer::lead_elsewhere`] on another.
+    /// [`Writer::lead_inline`] on this thread, or to [`Writer::lead_elsewhere`] on another.
     Lead(Batch),
 }
 
@@ -260,7 +260,7 @@ impl Writer {
     }
 
     /// Queues `messages` for `topic`: the caller either leads the next commit (and must call
-    /// [`Writer::lead`] or [`Writer::lead_elsewhere`] with the batch it gets back) or follows
+    /// [`Writer::lead_inline`] or [`Writer::lead_elsewhere`] with the batch it gets back) or follows
     /// and awaits its answer.
     ///
     /// Cancel-safe in the sense that matters: once queued, the batch is written (or fails) even
@@ -352,7 +352,10 @@ impl Writer {
     ///
     /// If a commit panics, the leadership is handed back and every queued producer is answered
     /// with an error on the way out, so no later producer waits forever.
-    #[inline]
+    ///
+    /// The engine leads with [`Writer::lead_inline`] and blocking threads; this whole lead on
+    /// one thread drives the writer in its own tests.
+    #[cfg(test)]
     pub(crate) fn lead(
         &self,
         store: &Store,
@@ -417,7 +420,7 @@ impl Writer {
         guard.done = true;
     }
 
-    /// [`Writer::lead`] for a leader whose commits run on another thread and may go on after
+    /// The lead of a leader whose commits run on another thread and may go on after
     /// its own group: its caller is answered through `reply` like a follower, as soon as its
     /// own batch is written.
     pub(crate) fn lead_elsewhere(
@@ -504,7 +507,7 @@ impl Writer {
         queue
     }
 
-    /// Commits the leader's own batch alone, the first commit of [`Writer::lead`]: the
+    /// Commits the leader's own batch alone, the first commit of a leader on the caller's thread: the
     /// group path without a group, so an uncontended append pays for no queue of answers and
     /// no table of tails. `without_waiting`: with [`Store::write_options_without_waiting`],
     /// so that a write RocksDB would stall is not made and `Ok(None)` says so.
