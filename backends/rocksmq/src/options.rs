@@ -79,3 +79,21 @@ impl RocksmqOptions {
         self.ack_write.validate()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_page_size_is_refused_by_name() {
+        let mut options = RocksmqOptions::new("/nonexistent");
+        assert!(options.validate().is_ok());
+        options.page_size_bytes = 0;
+        match options.validate() {
+            Err(Error::InvalidArgument(message)) => {
+                assert!(message.contains("page_size_bytes"), "{message}")
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+}
