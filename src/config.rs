@@ -15,6 +15,7 @@
 //! sync = "buffered"              # buffered | sync_data | sync_all
 //! ignore_groups_idle_minutes = 0 # retention ignores groups idle this long (0: never)
 //! ack_group_ms = 0               # 0: each ack written before it returns; N: acks grouped, written within N ms
+//! recovery = "report"            # report | strict: what opening does when the WAL lost records
 //!
 //! [rocketmq]
 //! name_servers = ["127.0.0.1:9876"]
@@ -59,11 +60,12 @@ use crate::{Error, Result};
 
 mod brokers;
 mod env;
+mod ranges;
 #[cfg(feature = "nsq")]
 pub use brokers::{NsqExtensions, NsqSpoolSync};
 pub use brokers::{NsqSection, RocketmqSection, RocksmqSection};
 #[cfg(feature = "rocksmq")]
-pub use brokers::{SyncMode, MAX_ACK_GROUP_MS};
+pub use brokers::{RecoveryMode, SyncMode, MAX_ACK_GROUP_MS};
 use env::{environment, setting_path};
 
 /// Which backend the factory wires.
@@ -237,30 +239,15 @@ impl Config {
         Ok(config)
     }
 
-    /// Range checks serde cannot express.
+    /// Range checks serde cannot express (see `ranges`).
     fn validate(&self, origin: &str) -> Result<()> {
-        if !(1..=MAX_BUFFER).contains(&self.stream.buffer) {
-            return Err(Error::Config {
+        match ranges::out_of_range(self) {
+            Some(message) => Err(Error::Config {
                 origin: origin.to_string(),
-                message: format!(
-                    "[stream] buffer = {} is out of range: it must be between 1 and {MAX_BUFFER} \
-                     (messages per channel queue)",
-                    self.stream.buffer
-                ),
-            });
+                message,
+            }),
+            None => Ok(()),
         }
-        #[cfg(feature = "rocksmq")]
-        if self.rocksmq.ack_group_ms > MAX_ACK_GROUP_MS {
-            return Err(Error::Config {
-                origin: origin.to_string(),
-                message: format!(
-                    "[rocksmq] ack_group_ms = {} is out of range: it must be between 0 (each ack \
-                     written before it returns) and {MAX_ACK_GROUP_MS} (one minute)",
-                    self.rocksmq.ack_group_ms
-                ),
-            });
-        }
-        Ok(())
     }
 }
 
@@ -443,6 +430,62 @@ mod tests {
     }
 
     #[cfg(feature = "nsq")]
+    #[test]
+    fn every_numeric_setting_out_of_range_is_refused_by_name() {
+        for (section, key, bad) in [
+            ("stream", "retry_attempts", "4294967296"),
+            ("stream", "retry_attempts", "0"),
+            ("rocksmq", "page_size_mb", "0"),
+            ("rocksmq", "page_size_mb", "4097"),
+            ("rocksmq", "retention_minutes", "52560001"),
+            ("rocksmq", "retention_size_mb", "1073741825"),
+            ("rocksmq", "ignore_groups_idle_minutes", "52560001"),
+            ("rocketmq", "send_timeout_ms", "0"),
+            ("rocketmq", "poll_batch", "0"),
+            ("rocketmq", "poll_batch", "1025"),
+            ("rocketmq", "persist_interval_ms", "0"),
+            ("rocketmq", "heartbeat_interval_ms", "0"),
+            ("rocketmq", "probe_timeout_ms", "3600001"),
+            ("rocketmq", "compress_over_bytes", "1073741825"),
+            ("rocketmq", "max_message_bytes", "0"),
+            ("nsq", "max_in_flight", "0"),
+            ("nsq", "requeue_delay_ms", "3600001"),
+            ("nsq", "partition", "65536"),
+            ("nsq", "partitions", "0"),
+            ("nsq", "replicas", "0"),
+            ("nsq", "leader_wait_ms", "3600001"),
+        ] {
+            let text = format!("[{section}]\n{key} = {bad}\n");
+            let error = parse(&text, &[]).expect_err(&text);
+            assert!(matches!(error, Error::Config { .. }), "{error:?}");
+            let message = error.to_string();
+            assert!(
+                message.contains(&format!("[{section}] {key} = {bad}"))
+                    && message.contains("out of range"),
+                "{message}"
+            );
+        }
+        let from_env = parse("", &[("MSGSTREAM_ROCKSMQ__PAGE_SIZE_MB", "0")])
+            .expect_err("env")
+            .to_string();
+        assert!(
+            from_env.contains("page_size_mb")
+                && from_env.contains("MSGSTREAM_ROCKSMQ__PAGE_SIZE_MB"),
+            "{from_env}"
+        );
+    }
+
+    #[test]
+    fn recovery_is_report_or_strict() {
+        assert_eq!(Config::default().rocksmq.recovery, RecoveryMode::Report);
+        let strict = parse("[rocksmq]\nrecovery = \"strict\"\n", &[]).expect("strict");
+        assert_eq!(strict.rocksmq.recovery, RecoveryMode::Strict);
+        let message = parse("[rocksmq]\nrecovery = \"lenient\"\n", &[])
+            .expect_err("unknown")
+            .to_string();
+        assert!(message.contains("recovery"), "{message}");
+    }
+
     #[test]
     fn misspelt_variables_are_refused_and_foreign_ones_left_alone() {
         for typo in [

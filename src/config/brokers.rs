@@ -28,7 +28,7 @@ pub type NsqSection = msgstream_nsq::NsqConfig;
 pub type NsqSection = toml::Table;
 
 #[cfg(feature = "rocksmq")]
-pub use msgstream_rocksmq::{Durability as SyncMode, MAX_ACK_GROUP_MS};
+pub use msgstream_rocksmq::{Durability as SyncMode, Recovery as RecoveryMode, MAX_ACK_GROUP_MS};
 
 #[cfg(feature = "nsq")]
 pub use msgstream_nsq::{Extensions as NsqExtensions, SpoolSync as NsqSpoolSync};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::{AckWrite, Durability, RocksmqOptions};
+use crate::{AckWrite, Durability, Recovery, RocksmqOptions};
 
 /// The longest `ack_group_ms`: acks made in that window are delivered again after a crash, so a
 /// longer one is more likely a unit mistake than a wish.
@@ -34,6 +34,9 @@ pub struct RocksmqConfig {
     /// are grouped and written by a background thread within N ms, so a process crash may
     /// deliver the messages acked in the last N ms again (see [`AckWrite`]).
     pub ack_group_ms: u64,
+    /// What opening does when recovery finds message ids missing: `report` (log each topic's
+    /// loss and open) or `strict` (refuse until a reporting open accepts the loss).
+    pub recovery: Recovery,
 }
 
 impl Default for RocksmqConfig {
@@ -46,6 +49,7 @@ impl Default for RocksmqConfig {
             sync: Durability::Buffered,
             ignore_groups_idle_minutes: 0,
             ack_group_ms: 0,
+            recovery: Recovery::Report,
         }
     }
 }
@@ -56,7 +60,7 @@ impl From<&RocksmqConfig> for RocksmqOptions {
         let mut options = RocksmqOptions::new(&config.path);
         options.retention = minutes(config.retention_minutes);
         options.retention_size_bytes = config.retention_size_mb.saturating_mul(1 << 20);
-        options.page_size_bytes = config.page_size_mb.max(1).saturating_mul(1 << 20);
+        options.page_size_bytes = config.page_size_mb.saturating_mul(1 << 20);
         options.ignore_groups_idle_for = (config.ignore_groups_idle_minutes > 0)
             .then(|| minutes(config.ignore_groups_idle_minutes));
         options.ack_write = match config.ack_group_ms {
@@ -64,6 +68,7 @@ impl From<&RocksmqConfig> for RocksmqOptions {
             ms => AckWrite::Grouped(Duration::from_millis(ms)),
         };
         options.sync = config.sync;
+        options.recovery = config.recovery;
         options
     }
 }
@@ -83,7 +88,7 @@ mod tests {
         let config = RocksmqConfig {
             retention_minutes: 2,
             retention_size_mb: 3,
-            page_size_mb: 0,
+            page_size_mb: 4,
             sync: Durability::SyncAll,
             ignore_groups_idle_minutes: 5,
             ack_group_ms: 7,
@@ -92,7 +97,7 @@ mod tests {
         let options = RocksmqOptions::from(&config);
         assert_eq!(options.retention, Duration::from_secs(120));
         assert_eq!(options.retention_size_bytes, 3 << 20);
-        assert_eq!(options.page_size_bytes, 1 << 20, "a page is at least 1 MiB");
+        assert_eq!(options.page_size_bytes, 4 << 20);
         assert_eq!(options.sync, Durability::SyncAll);
         assert_eq!(
             options.ignore_groups_idle_for,

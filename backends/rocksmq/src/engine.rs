@@ -16,12 +16,15 @@ use crate::keys::{
     page_mark_key, topic_floor_key, topic_name_key, topic_prefix, topic_upper_bound, CF_GROUPS,
     CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
 };
+use crate::ledger::{Ledger, LedgerThread};
 use crate::read::Cursor;
 use crate::retention::{Policy, RetentionProgress};
 use crate::store::Store;
 use crate::topics::{TopicState, Topics, FIRST_MESSAGE_ID};
-use crate::writer::{Batch, Reply, Role, WriteStats, Writer};
-use crate::{RocksmqOptions, TopicReader};
+use crate::writer::{
+    batch_bytes_of, Batch, Inline, Reply, Role, WriteStats, Writer, INLINE_WRITE_MAX_BYTES,
+};
+use crate::{Recovery, RocksmqOptions, TopicReader};
 
 pub(crate) struct Inner {
     pub store: Store,
@@ -37,6 +40,9 @@ pub(crate) struct Inner {
     pub retention_progress: watch::Sender<RetentionProgress>,
     /// What recovery found missing at open (see [`Rocksmq::lost_at_recovery`]).
     pub lost: Vec<LostMessages>,
+    /// The promised-ids ledger, and the thread that keeps it current.
+    ledger: Ledger,
+    ledger_thread: Mutex<Option<LedgerThread>>,
     /// (topic, group) pairs with a live mq consumer: subscriptions are exclusive.
     pub leases: Mutex<std::collections::HashSet<(String, String)>>,
     /// When the mq consumers' acks are written.
@@ -56,6 +62,7 @@ impl Drop for Inner {
         if let Err(error) = write_staged(&self.store, staged, None) {
             tracing::warn!(%error, "rocksmq: writing the staged acks of a dropped queue failed");
         }
+        self.ledger.record(&self.topics);
     }
 }
 
@@ -88,10 +95,20 @@ impl Rocksmq {
     /// A database held by another process is an `Error::Backend` saying it is locked; an
     /// [`AckWrite::Grouped`] interval above [`AckWrite::MAX_GROUPING`] is `InvalidArgument`.
     pub fn open(options: RocksmqOptions) -> Result<Rocksmq> {
-        options.ack_write.validate()?;
+        options.validate()?;
         let store = Store::open(&options.path, options.sync)?;
         let topics = store.with(Topics::load)?;
-        let lost = store.with(|db| report_lost_tail(db, &topics, &options.path))?;
+        let ledger = Ledger::new(&options.path);
+        let lost = store.with(|db| lost_at_open(db, &topics, &ledger))?;
+        if !lost.is_empty() {
+            crate::ledger::report(&options.path, &lost);
+            if options.recovery == Recovery::Strict {
+                store.close();
+                return Err(crate::ledger::refusal(&options.path, &lost));
+            }
+        }
+        // The recovered state is the promise from now on: a loss is reported once.
+        ledger.record(&topics);
         let inner = Arc::new(Inner {
             store,
             topics,
@@ -108,9 +125,20 @@ impl Rocksmq {
             retention_progress: watch::Sender::new(RetentionProgress::default()),
             leases: Mutex::new(std::collections::HashSet::new()),
             lost,
+            ledger,
+            ledger_thread: Mutex::new(None),
             ack_write: options.ack_write,
             ack_flusher: AckFlusher::idle(),
         });
+        let weak: Weak<Inner> = Arc::downgrade(&inner);
+        let thread = LedgerThread::start(move || match weak.upgrade() {
+            Some(inner) => {
+                inner.ledger.record(&inner.topics);
+                true
+            }
+            None => false,
+        })?;
+        *lock(&inner.ledger_thread) = Some(thread);
         if let AckWrite::Grouped(within) = options.ack_write {
             AckFlusher::start(&inner, within)?;
         }
@@ -215,6 +243,9 @@ impl Rocksmq {
             state.wake();
             (from, to)
         };
+        // Before anything else can fail: a ledger still naming the topic would report its ids
+        // as lost at the next open.
+        self.inner.ledger.record(&self.inner.topics);
         // Topic ids are never reused, so nothing writes into this range any more. The topic is
         // gone whatever happens here: a queue closed meanwhile leaves the space to RocksDB's
         // own compactions.
@@ -253,22 +284,45 @@ impl Rocksmq {
             Role::Follow(answer) => return Ok(Produced::Waiting(answer)),
             Role::Lead(own) => own,
         };
-        if !self.inner.writer.syncs() {
-            // A buffered write is a memtable insert and a write(2) into the page cache: as cheap
-            // as the hop to a blocking thread would be, so it stays on the caller's thread.
-            let written = self.inner.writer.lead(&self.inner.store, topic, &own);
-            return written.map(Produced::Written);
+        if !self.inner.writer.syncs() && batch_bytes_of(&own) <= INLINE_WRITE_MAX_BYTES {
+            // A small buffered write is a memtable insert and a write(2) into the page cache:
+            // cheaper than the hop to a blocking thread, so it is tried on the caller's thread,
+            // but only if RocksDB takes it without a stall. Anything that may block (a stalled
+            // write, a synced one, a big one, the groups queued behind this leader meanwhile)
+            // is done on a blocking thread, never on an async worker (outside a runtime, where
+            // there is none, on this thread: see `lead_on_a_blocking_thread`).
+            match self
+                .inner
+                .writer
+                .lead_inline(&self.inner.store, topic, &own)
+            {
+                Inline::Written(written) => {
+                    if !self.inner.writer.step_down() {
+                        self.lead_on_a_blocking_thread(None);
+                    }
+                    return written.map(Produced::Written);
+                }
+                Inline::Stalled => {}
+            }
         }
-        // A synced write waits for the disk: never on an async worker (a current_thread
-        // runtime would stall for every fsync). The leader's thread may go on committing later
-        // groups; this caller is answered as soon as its own group is durable.
+        // The leader's thread may go on committing later groups; this caller is answered as
+        // soon as its own group is written.
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let lead = SyncedLead {
-            inner: self.inner.clone(),
-            job: Some((topic.clone(), own, reply)),
-        };
-        drop(tokio::task::spawn_blocking(move || lead.run()));
+        self.lead_on_a_blocking_thread(Some((topic.clone(), own, reply)));
         Ok(Produced::Waiting(answer))
+    }
+
+    /// Runs the leader's commits on a blocking thread: `own`'s batch first, if given, then
+    /// whatever is queued. Outside a tokio runtime (no async worker to spare), right here.
+    fn lead_on_a_blocking_thread(&self, own: Option<(Arc<TopicState>, Batch, Reply)>) {
+        let lead = BlockingLead {
+            inner: self.inner.clone(),
+            job: Some(own),
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || lead.run())),
+            Err(_) => lead.run(),
+        }
     }
 
     /// The newest id of `topic`, `None` if nothing was ever produced to it.
@@ -277,12 +331,23 @@ impl Rocksmq {
         Ok((next > FIRST_MESSAGE_ID).then(|| next - 1))
     }
 
-    /// Message ids that recovery found missing when this database was opened: consumer groups
-    /// positioned beyond their topic's recovered end, which only a write-ahead log that lost
-    /// records leaves behind. Empty after a clean or crash-only recovery. Each case was also
-    /// logged at error level.
+    /// Message ids that recovery found missing when this database was opened: topics
+    /// recovered below the ids the promised-ids ledger says they had given out (or gone), and
+    /// consumer groups positioned beyond their topic's recovered end; only a write-ahead log
+    /// that lost records leaves either behind. Empty after a clean or crash-only recovery. Each
+    /// case was also logged at error level, naming the topic and the count; under
+    /// [`Recovery::Strict`] the open fails instead.
     pub fn lost_at_recovery(&self) -> &[LostMessages] {
         &self.inner.lost
+    }
+
+    /// Rewrites the promised-ids ledger now (the queue does it every
+    /// [`crate::LEDGER_INTERVAL`] while ids move, after a destroy and at close): after this, a
+    /// loss of any id given out so far is reported at the next open.
+    pub fn record_promised_ids(&self) -> Result<()> {
+        self.check_open()?;
+        self.inner.ledger.record(&self.inner.topics);
+        Ok(())
     }
 
     /// The oldest id `topic` still holds (`None` when it holds no message): what retention has
@@ -300,6 +365,24 @@ impl Rocksmq {
             iter.status()
                 .map_err(|e| crate::store::db_error("finding the oldest message", e))?;
             Ok(oldest)
+        })
+    }
+
+    /// An estimate of the bytes `topic` takes on disk: RocksDB's approximate size of its key
+    /// ranges of messages and properties in table files (compressed, as stored). Messages
+    /// still only in the memtable (up to a write buffer, 64 MiB per column family, the most
+    /// recent) count once flushed; pages deleted by retention stop counting once compacted.
+    pub fn topic_size_bytes(&self, topic: &str) -> Result<u64> {
+        let state = self.topic(topic)?;
+        self.inner.store.with(|db| {
+            let (from, to) = (topic_prefix(state.id), topic_upper_bound(state.id));
+            let mut bytes = 0u64;
+            for cf in [CF_MESSAGES, CF_PROPERTIES] {
+                let range = rocksdb::Range::new(&from, &to);
+                let sizes = db.db.get_approximate_sizes_cf(db.cf(cf)?, &[range]);
+                bytes = bytes.saturating_add(sizes.iter().sum::<u64>());
+            }
+            Ok(bytes)
         })
     }
 
@@ -343,6 +426,10 @@ impl Rocksmq {
             writes.release_database();
             self.inner.store.close();
         }
+        if let Some(thread) = lock(&self.inner.ledger_thread).take() {
+            thread.stop();
+        }
+        self.inner.ledger.record(&self.inner.topics);
         for topic in self.inner.topics.all() {
             topic.wake();
         }
@@ -369,45 +456,44 @@ impl Produced {
     }
 }
 
-/// Ids a consumer group had acknowledged that the recovered topic no longer holds.
+/// Message ids that recovery found missing from a topic: the write-ahead log lost records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostMessages {
     /// The topic.
     pub topic: String,
-    /// The group whose position shows the loss.
-    pub group: String,
-    /// The group's committed position (first id it had not acknowledged).
-    pub committed: u64,
-    /// The topic's next id after recovery: ids `recovered_next..committed` are gone.
+    /// The consumer group whose committed position shows the loss, or `None` when the
+    /// promised-ids ledger shows it (see [`crate::LEDGER_FILE`]).
+    pub group: Option<String>,
+    /// One past the newest id known to have existed: the group's committed position, or the
+    /// ledger's next id of the topic.
+    pub expected_next: u64,
+    /// The topic's next id after recovery: ids `recovered_next..expected_next` are gone.
     pub recovered_next: u64,
+    /// Whether the topic itself is gone (its creation was among the lost records).
+    pub topic_lost: bool,
+}
+
+impl LostMessages {
+    /// How many ids are gone.
+    pub fn count(&self) -> u64 {
+        self.expected_next.saturating_sub(self.recovered_next)
+    }
 }
 
 /// After recovery, a consumer group positioned beyond its topic's recovered end means messages
-/// it had seen are gone: the WAL lost records (a damaged or removed log file). RocksDB recovers
-/// such damage without a word, so say it loudly, with how many ids are missing.
-fn report_lost_tail(
-    db: &crate::store::Db<'_>,
-    topics: &Topics,
-    path: &std::path::Path,
-) -> Result<Vec<LostMessages>> {
+/// it had seen are gone: the WAL lost records (a damaged or removed log file).
+fn lost_under_groups(db: &crate::store::Db<'_>, topics: &Topics) -> Result<Vec<LostMessages>> {
     let mut lost = Vec::new();
     for topic in topics.all() {
         let next = topic.tail().next_id;
         for (group, record) in crate::group::list(db, topic.id)? {
             if record.committed > next {
-                tracing::error!(
-                    path = %path.display(),
-                    topic = %topic.name,
-                    group = %group,
-                    missing = record.committed - next,
-                    "rocksmq: message ids {next}..{} of topic {:?} are missing after recovery (group {group:?} had acknowledged them): the write-ahead log lost records",
-                    record.committed, topic.name
-                );
                 lost.push(LostMessages {
                     topic: topic.name.clone(),
-                    group,
-                    committed: record.committed,
+                    group: Some(group),
+                    expected_next: record.committed,
                     recovered_next: next,
+                    topic_lost: false,
                 });
             }
         }
@@ -415,28 +501,52 @@ fn report_lost_tail(
     Ok(lost)
 }
 
-/// A synced leader's commits, on their way to a blocking thread.
+/// Everything recovery lost, against the promised-ids ledger and the consumer groups' positions.
+fn lost_at_open(
+    db: &crate::store::Db<'_>,
+    topics: &Topics,
+    ledger: &Ledger,
+) -> Result<Vec<LostMessages>> {
+    let recovered: Vec<(u64, String, u64)> = topics
+        .all()
+        .iter()
+        .map(|topic| (topic.id, topic.name.clone(), topic.tail().next_id))
+        .collect();
+    let mut lost = ledger
+        .read()
+        .map(|promised| crate::ledger::compare(&promised, &recovered))
+        .unwrap_or_default();
+    lost.extend(lost_under_groups(db, topics)?);
+    Ok(lost)
+}
+
+/// A leader's commits, on their way to a blocking thread: its own batch and what is queued
+/// behind it (`Some`), or only what was queued behind an inline leader (`None`).
 ///
 /// A runtime that is shutting down drops blocking tasks it has not started. Dropped unrun,
 /// this hands the leadership back (see `Writer::hand_back`): the caller's answer channel
 /// closes (its send fails) and the producers queued behind it are answered with
 /// [`Error::Closed`], where they would otherwise wait forever for a leader that never ran.
-struct SyncedLead {
+struct BlockingLead {
     inner: Arc<Inner>,
-    job: Option<(Arc<TopicState>, Batch, Reply)>,
+    job: Option<Option<(Arc<TopicState>, Batch, Reply)>>,
 }
 
-impl SyncedLead {
+impl BlockingLead {
     fn run(mut self) {
-        if let Some((topic, own, reply)) = self.job.take() {
-            self.inner
-                .writer
-                .lead_elsewhere(&self.inner.store, topic, own, reply);
+        match self.job.take() {
+            Some(Some((topic, own, reply))) => {
+                self.inner
+                    .writer
+                    .lead_elsewhere(&self.inner.store, topic, own, reply);
+            }
+            Some(None) => self.inner.writer.keep_leading_elsewhere(&self.inner.store),
+            None => {}
         }
     }
 }
 
-impl Drop for SyncedLead {
+impl Drop for BlockingLead {
     fn drop(&mut self) {
         if self.job.take().is_some() {
             self.inner

@@ -52,3 +52,74 @@ fn a_synced_leader_dropped_unrun_hands_the_leadership_back() {
         );
     });
 }
+
+fn buffered(dir: &tempfile::TempDir) -> Rocksmq {
+    let mut options = RocksmqOptions::new(dir.path());
+    options.retention_interval = None;
+    Rocksmq::open(options).expect("open")
+}
+
+fn on_a_current_thread_runtime(test: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(test);
+}
+
+/// A buffered write that RocksDB would stall is not waited out on the async worker: it is
+/// made on a blocking thread, which answers the producer.
+#[test]
+fn a_stalled_write_is_made_on_a_blocking_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = buffered(&dir);
+    let topic = engine.topic_or_create("t").expect("topic");
+    on_a_current_thread_runtime(async {
+        let unstalled = engine
+            .start_produce(&topic, Batch::One(ProducerMessage::new("m")))
+            .expect("started");
+        assert!(
+            matches!(unstalled, Produced::Written(_)),
+            "without a stall, a small write is made on the caller's thread"
+        );
+        engine
+            .inner
+            .writer
+            .stall_inline_writes
+            .store(true, Ordering::Relaxed);
+        let started = engine
+            .start_produce(&topic, Batch::One(ProducerMessage::new("m")))
+            .expect("started");
+        assert!(
+            matches!(started, Produced::Waiting(_)),
+            "not written on the worker"
+        );
+        let ids = tokio::time::timeout(Duration::from_secs(10), started.ids())
+            .await
+            .expect("answered")
+            .expect("written");
+        assert_eq!(ids, FIRST_MESSAGE_ID + 1..FIRST_MESSAGE_ID + 2);
+    });
+}
+
+/// A batch too big to copy and write in a moment is written on a blocking thread too.
+#[test]
+fn a_big_batch_is_written_on_a_blocking_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = buffered(&dir);
+    let topic = engine.topic_or_create("t").expect("topic");
+    on_a_current_thread_runtime(async {
+        let batch = (0..16)
+            .map(|_| ProducerMessage::new(vec![7u8; 128 * 1024]))
+            .collect();
+        let started = engine
+            .start_produce(&topic, Batch::Many(batch))
+            .expect("started");
+        assert!(
+            matches!(started, Produced::Waiting(_)),
+            "not written on the worker"
+        );
+        let ids = started.ids().await.expect("written");
+        assert_eq!(ids, FIRST_MESSAGE_ID..FIRST_MESSAGE_ID + 16);
+    });
+}

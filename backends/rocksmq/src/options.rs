@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use msgstream::{Error, Result};
+
 use crate::{AckWrite, Durability};
 
 /// Options of [`crate::Rocksmq::open`] and [`crate::RocksmqClient::open`].
@@ -33,6 +35,23 @@ pub struct RocksmqOptions {
     /// When a consumer's ack is written: by the `ack` call (the default) or grouped by a
     /// background thread (see [`AckWrite`]).
     pub ack_write: AckWrite,
+    /// What opening does when recovery finds message ids missing (see [`Recovery`]).
+    pub recovery: Recovery,
+}
+
+/// What [`crate::Rocksmq::open`] does when recovery finds that the write-ahead log lost records
+/// (see [`crate::Rocksmq::lost_at_recovery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recovery {
+    /// Open what survived, log an error per topic naming how many ids are gone, and list them
+    /// in `lost_at_recovery`. The loss is then accepted: the next open does not report it again.
+    #[default]
+    Report,
+    /// Refuse to open: `Error::Corrupt` naming the first topic, the first missing id and every
+    /// topic's count. Every later strict open refuses too, until an open with
+    /// [`Recovery::Report`] accepts the loss (or a backup is restored).
+    Strict,
 }
 
 impl RocksmqOptions {
@@ -47,6 +66,35 @@ impl RocksmqOptions {
             retention_interval: Some(Duration::from_secs(600)),
             sync: Durability::Buffered,
             ack_write: AckWrite::Immediate,
+            recovery: Recovery::Report,
+        }
+    }
+
+    /// Range checks: `InvalidArgument` naming the option.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.page_size_bytes == 0 {
+            return Err(Error::InvalidArgument(
+                "page_size_bytes is 0: a page must hold at least one byte".into(),
+            ));
+        }
+        self.ack_write.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_page_size_is_refused_by_name() {
+        let mut options = RocksmqOptions::new("/nonexistent");
+        assert!(options.validate().is_ok());
+        options.page_size_bytes = 0;
+        match options.validate() {
+            Err(Error::InvalidArgument(message)) => {
+                assert!(message.contains("page_size_bytes"), "{message}")
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
         }
     }
 }

@@ -11,6 +11,14 @@ use crate::keys::{message_id_from_key, message_key, topic_prefix, CF_MESSAGES, C
 use crate::store::{db_error, Db, Store};
 use crate::topics::TopicState;
 
+/// Whether this thread runs a multi-thread tokio runtime's tasks, where
+/// `tokio::task::block_in_place` can take a blocking call off the async workers (on a
+/// current-thread runtime it cannot, and would panic).
+fn on_a_multi_thread_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|runtime| runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
+
 /// A message as stored: id, payload and properties.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMessage {
@@ -337,12 +345,26 @@ impl Cursor {
     ) -> Result<Vec<T>> {
         let mut out = Vec::new();
         loop {
-            self.read(store, limit, &mut out, &mut make)?;
+            if self.reads_a_backlog(limit) && on_a_multi_thread_runtime() {
+                // A backlog read goes to table files (and may wait for the disk): the worker
+                // hands its other tasks to another thread for the time of the read.
+                tokio::task::block_in_place(|| self.read(store, limit, &mut out, &mut make))?;
+            } else {
+                self.read(store, limit, &mut out, &mut make)?;
+            }
             if !out.is_empty() {
                 return Ok(out);
             }
             self.wait(store).await?;
         }
+    }
+
+    /// Whether the next read of up to `limit` messages is a backlog read: at least
+    /// [`READAHEAD_MIN_MESSAGES`] visible and asked for, read through table files rather than
+    /// from memory or by key.
+    fn reads_a_backlog(&self, limit: usize) -> bool {
+        let ahead = self.topic.visible().saturating_sub(self.next);
+        limit >= READAHEAD_MIN_MESSAGES && ahead >= READAHEAD_MIN_MESSAGES as u64
     }
 
     /// Waits until a message at or after the cursor is visible. Cancel-safe: nothing is consumed
@@ -564,5 +586,54 @@ mod tests {
             );
             assert_eq!(cursor.next, ids.end, "the cursor ends at the tail");
         }
+    }
+
+    /// A backlog read runs off the async worker: while it reads, the worker's other tasks go
+    /// on. With a single worker, a read that held it would keep the other task from running
+    /// until the read is over, and the read here waits for that task.
+    #[test]
+    fn a_backlog_read_lets_the_workers_other_tasks_run() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut options = RocksmqOptions::new(dir.path());
+        options.retention_interval = None;
+        let engine = Rocksmq::open(options).expect("open");
+        let topic = engine.topic_or_create("t").expect("topic");
+        let batch = (0..2 * READAHEAD_MIN_MESSAGES)
+            .map(|i| ProducerMessage::new(format!("m{i}")))
+            .collect();
+        runtime
+            .block_on(engine.produce("t", batch))
+            .expect("produce");
+        let (ran, other_ran) = std::sync::mpsc::channel::<()>();
+        let read = runtime.block_on(async {
+            let mut cursor = Cursor::new(topic, FIRST_MESSAGE_ID);
+            let reader = engine.clone();
+            let other_ran = std::sync::Mutex::new(other_ran);
+            let reading = tokio::spawn(async move {
+                let mut first = true;
+                cursor
+                    .next_batch(&reader.inner.store, 1024, |m| {
+                        if std::mem::take(&mut first) {
+                            other_ran
+                                .lock()
+                                .expect("receiver")
+                                .recv_timeout(std::time::Duration::from_secs(5))
+                                .expect("the other task ran while the backlog was read");
+                        }
+                        m.id
+                    })
+                    .await
+            });
+            let other = tokio::spawn(async move { ran.send(()) });
+            let read = reading.await.expect("the reading task");
+            other.await.expect("the other task").expect("signalled");
+            read
+        });
+        assert_eq!(read.expect("read").len(), 2 * READAHEAD_MIN_MESSAGES);
     }
 }

@@ -326,11 +326,17 @@ fn last_id(db: &Db<'_>, cf: &str, topic: u64) -> Result<Option<(u64, Vec<u8>)>> 
     Ok(found)
 }
 
-/// Rebuilds a topic's tail from durable state: the next id is one past the newest message, but
-/// never below the id floor (retention may have deleted every message); the open page starts after
-/// the last closed page (or at the floor) and holds the bytes of the messages from there on,
-/// counted from the topic's [`PageMark`] when it belongs to that page (so this scan reads at most
-/// [`PageMark::INTERVAL`] and one message), else from the page's start (at most one page).
+/// Rebuilds a topic's tail from durable state: the open page starts after the last closed page
+/// (or at the id floor: retention may have deleted every message); its bytes are counted from
+/// the topic's [`PageMark`] when it belongs to that page, else from the page's start; the next
+/// id is one past the newest message counted, but never below where counting started.
+///
+/// Only the open page's messages after the mark are read, forward and within the topic's own
+/// key range: less than [`PageMark::INTERVAL`] bytes (a write that takes the page past another
+/// interval, such as any message of that size, stores a new mark), however big the messages.
+/// No seek here lands on another topic's message: a backward seek from a topic's end would,
+/// and in a database of many small topics next to one 64 MiB message, every topic then read
+/// (and decompressed) that message's block at every open.
 fn recover_tail(db: &Db<'_>, topic: u64) -> Result<Tail> {
     let floor = match db
         .db
@@ -340,29 +346,31 @@ fn recover_tail(db: &Db<'_>, topic: u64) -> Result<Tail> {
         Some(bytes) => decode_u64("topic id floor", &bytes)?,
         None => FIRST_MESSAGE_ID,
     };
-    let newest = last_id(db, CF_MESSAGES, topic)?.map(|(id, _)| id);
-    let next_id = newest.map_or(floor, |id| floor.max(id + 1));
     let page_first = match last_id(db, CF_PAGES, topic)? {
         Some((_, record)) => floor.max(PageRecord::decode(&record)?.last_id + 1),
         None => floor,
     };
     let (counted_to, mut page_bytes) = match page_mark(db, topic)? {
-        Some(mark)
-            if mark.page_first == page_first && (page_first..=next_id).contains(&mark.next_id) =>
-        {
+        Some(mark) if mark.page_first == page_first && mark.next_id >= page_first => {
             (mark.next_id, mark.bytes)
         }
         _ => (page_first, 0),
     };
+    let mut next_id = counted_to;
     // The writer counts payload bytes plus encoded property bytes: the stored value lengths.
     for cf in [CF_MESSAGES, CF_PROPERTIES] {
         let mut options = rocksdb::ReadOptions::default();
-        options.set_iterate_upper_bound(message_key(topic, next_id));
+        options.set_iterate_upper_bound(topic_upper_bound(topic));
         // A one-off scan at open: leave the block cache to what consumers read.
         options.fill_cache(false);
         let mut iter = db.db.raw_iterator_cf_opt(db.cf(cf)?, options);
         iter.seek(message_key(topic, counted_to));
-        while let Some(value) = iter.value() {
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            if cf == CF_MESSAGES {
+                if let Some(id) = message_id_from_key(topic, key) {
+                    next_id = next_id.max(id.saturating_add(1));
+                }
+            }
             page_bytes += value.len() as u64;
             iter.next();
         }
@@ -392,3 +400,7 @@ fn page_mark(db: &Db<'_>, topic: u64) -> Result<Option<PageMark>> {
         }
     }))
 }
+
+#[cfg(test)]
+#[path = "topics_tests.rs"]
+mod tests;

@@ -145,3 +145,27 @@ async fn each_removed_or_damaged_file_fails_the_open_and_changes_nothing() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_current_file_with_control_bytes_is_named_without_printing_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    filled(dir.path()).await;
+    let current = dir.path().join("CURRENT");
+    let mut bytes = std::fs::read(&current).expect("read CURRENT");
+    let newline = bytes.pop();
+    assert_eq!(newline, Some(b'\n'));
+    bytes.extend_from_slice(b"\0\0\x1b[2J\n");
+    std::fs::write(&current, bytes).expect("damage CURRENT");
+    let message = match Rocksmq::open(options(dir.path())) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a damaged CURRENT opened"),
+    };
+    assert!(
+        !message.chars().any(char::is_control),
+        "no raw control byte: {message:?}"
+    );
+    assert!(
+        message.contains("CURRENT") && message.contains("\\0"),
+        "{message}"
+    );
+}

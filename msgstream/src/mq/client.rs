@@ -56,6 +56,16 @@ pub trait Client: Send + Sync {
         })
     }
 
+    /// An estimate of the bytes `topic` takes in the backend's storage (for display, such as the
+    /// admin page's size column). `Error::Unsupported` where the backend cannot tell.
+    async fn topic_size_bytes(&self, topic: &str) -> Result<u64> {
+        let _ = topic;
+        Err(crate::Error::Unsupported {
+            backend: self.backend_name(),
+            what: "channel sizes",
+        })
+    }
+
     /// Subscriptions of `topic`, sorted by name, with their lag where the backend can tell.
     async fn list_subscriptions(&self, topic: &str) -> Result<Vec<SubscriptionInfo>> {
         let _ = topic;

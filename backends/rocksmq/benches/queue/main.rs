@@ -31,7 +31,9 @@
 //!   committer thread, `N` messages per synced write; see `durable.rs`);
 //! - open: `Rocksmq::open` of 16 topics with 16 MiB open pages each, against RocksDB opening
 //!   the same files alone and against that open plus a scan of the open pages, which the
-//!   queue's open read before page marks (see `open.rs`).
+//!   queue's open read before page marks (see `open.rs`); and `Rocksmq::open` of 5,000
+//!   channels (500 quick) next to one 64 MiB message, against RocksDB's own open of the same
+//!   files (`case=open_big_message`, see `open_big.rs`).
 //!
 //! The bench runs with glibc's malloc thresholds fixed (`GLIBC_TUNABLES`, see
 //! [`ALLOCATOR_TUNABLES`]; it re-executes itself to set them) unless the caller set
@@ -52,6 +54,7 @@ mod consume;
 mod durable;
 mod latency;
 mod open;
+mod open_big;
 mod throughput;
 mod tt;
 
@@ -73,6 +76,8 @@ struct Scale {
     durable_msgs: usize,
     /// MiB in each topic's open page in the open case.
     open_mib_per_topic: usize,
+    /// Channels of the open case with one big message.
+    open_big_channels: usize,
 }
 
 fn scale() -> Scale {
@@ -85,6 +90,7 @@ fn scale() -> Scale {
             tt_msgs: 64_000,
             durable_msgs: 1_000,
             open_mib_per_topic: 4,
+            open_big_channels: 500,
         }
     } else {
         Scale {
@@ -95,6 +101,7 @@ fn scale() -> Scale {
             tt_msgs: 256_000,
             durable_msgs: 2_000,
             open_mib_per_topic: 16,
+            open_big_channels: 5_000,
         }
     }
 }
@@ -218,6 +225,7 @@ fn main() {
     }
     if wanted("open") {
         open::open_cases(&runtime, &scale, &mut summary);
+        open_big::open_big_message_case(&runtime, scale.open_big_channels, &mut summary);
     }
     for line in summary {
         println!("{line}");

@@ -101,6 +101,16 @@ impl Client for RocksmqClient {
         self.engine.topics()
     }
 
+    async fn topic_size_bytes(&self, topic: &str) -> Result<u64> {
+        validate_channel_name("topic", topic)?;
+        if !self.engine.topic_exists(topic)? {
+            return Err(msgstream::Error::UnknownChannel {
+                channel: topic.to_string(),
+            });
+        }
+        self.engine.topic_size_bytes(topic)
+    }
+
     async fn list_subscriptions(&self, topic: &str) -> Result<Vec<SubscriptionInfo>> {
         validate_channel_name("topic", topic)?;
         if !self.engine.topic_exists(topic)? {

@@ -11,7 +11,7 @@ use crate::codec::{encode_properties, PageMark, PageRecord};
 use crate::keys::{
     message_key, page_mark_key, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES, MESSAGE_KEY_LEN,
 };
-use crate::store::Db;
+use crate::store::{db_error, is_stall, Db};
 use crate::topics::{Tail, TopicState};
 
 /// The `WriteBatch` size of the messages of `batches` (header, then per message its record's
@@ -95,9 +95,14 @@ impl<'a, 'db> Appender<'a, 'db> {
         Ok(before.next_id..tail.next_id)
     }
 
-    /// Writes the batch with the queue's durability.
-    pub fn write(self) -> Result<()> {
-        self.db.write(self.batch)
+    /// Writes the batch with the write options of the appender's `Db`. `Ok(false)`: RocksDB
+    /// refused a `no_slowdown` write it would have stalled, and nothing was written.
+    pub fn write(self) -> Result<bool> {
+        match self.db.db.write_opt(self.batch, self.db.write_options) {
+            Ok(()) => Ok(true),
+            Err(e) if is_stall(&e) => Ok(false),
+            Err(e) => Err(db_error("write", e)),
+        }
     }
 }
 

@@ -95,6 +95,14 @@ impl CommitScratch {
     }
 }
 
+/// How far [`Writer::lead_inline`] got.
+pub(crate) enum Inline {
+    /// The batch was written (or failed for good): its answer.
+    Written(Result<Range<u64>>),
+    /// RocksDB would have stalled the write: nothing was written, no id was used.
+    Stalled,
+}
+
 /// What a caller of [`Writer::enqueue`] does next.
 pub(crate) enum Role {
     /// Nothing to write (an empty batch): these are the (empty) ids.
@@ -102,7 +110,7 @@ pub(crate) enum Role {
     /// Another caller leads: await the answer.
     Follow(oneshot::Receiver<Result<Range<u64>>>),
     /// This caller leads, with its own batch given back (never queued): pass it to
-    /// [`Writer::lead`] on this thread, or to [`Writer::lead_elsewhere`] on another.
+    /// [`Writer::lead_inline`] on this thread, or to [`Writer::lead_elsewhere`] on another.
     Lead(Batch),
 }
 
@@ -112,6 +120,15 @@ pub(crate) enum Batch {
     One(ProducerMessage),
     /// A batch of messages (never empty once queued).
     Many(Vec<ProducerMessage>),
+}
+
+/// The largest batch (in `WriteBatch` bytes) a leader writes on an async worker: copying and
+/// writing more is not a short call any more.
+pub(crate) const INLINE_WRITE_MAX_BYTES: usize = 1 << 20;
+
+/// The `WriteBatch` size of `batch`'s messages (see `append::batch_bytes`).
+pub(crate) fn batch_bytes_of(batch: &Batch) -> usize {
+    batch_bytes([batch.as_slice()])
 }
 
 impl Batch {
@@ -166,6 +183,10 @@ pub(crate) struct Writer {
     syncs: bool,
     writes: AtomicU64,
     batches: AtomicU64,
+    /// Tests set it to have RocksDB's refusal of a stalled `no_slowdown` write happen on
+    /// demand (a real stall needs flushes held back for longer than a test should take).
+    #[cfg(test)]
+    pub(crate) stall_inline_writes: std::sync::atomic::AtomicBool,
 }
 
 /// Counters of the write path, to see group commit at work.
@@ -206,6 +227,8 @@ impl Writer {
             syncs,
             writes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
+            #[cfg(test)]
+            stall_inline_writes: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -237,7 +260,7 @@ impl Writer {
     }
 
     /// Queues `messages` for `topic`: the caller either leads the next commit (and must call
-    /// [`Writer::lead`] or [`Writer::lead_elsewhere`] with the batch it gets back) or follows
+    /// [`Writer::lead_inline`] or [`Writer::lead_elsewhere`] with the batch it gets back) or follows
     /// and awaits its answer.
     ///
     /// Cancel-safe in the sense that matters: once queued, the batch is written (or fails) even
@@ -329,7 +352,10 @@ impl Writer {
     ///
     /// If a commit panics, the leadership is handed back and every queued producer is answered
     /// with an error on the way out, so no later producer waits forever.
-    #[inline]
+    ///
+    /// The engine leads with [`Writer::lead_inline`] and blocking threads; this whole lead on
+    /// one thread drives the writer in its own tests.
+    #[cfg(test)]
     pub(crate) fn lead(
         &self,
         store: &Store,
@@ -341,14 +367,60 @@ impl Writer {
             done: false,
         };
         let started = self.syncs.then(Instant::now);
-        let mine = self.commit_alone(store, topic, own.as_slice());
+        let mine = self.commit_alone(store, topic, own.as_slice(), false);
         let last_commit = started.map_or(Duration::ZERO, |started| started.elapsed());
         self.keep_leading(store, 1, last_commit);
         guard.done = true;
-        mine
+        mine.and_then(|ids| ids.ok_or_else(|| Error::transient(BACKEND, "write stalled")))
     }
 
-    /// [`Writer::lead`] for a leader whose commits run on another thread and may go on after
+    /// The first commit of a leader on an async worker: its own batch, written only if RocksDB
+    /// takes it without delay. The caller keeps the leadership either way and then either
+    /// [`Writer::step_down`]s or continues on a blocking thread: after [`Inline::Stalled`]
+    /// with [`Writer::lead_elsewhere`] of the same batch (nothing of it was written), after
+    /// [`Inline::Written`] with [`Writer::keep_leading_elsewhere`] if others queued meanwhile.
+    #[inline]
+    pub(crate) fn lead_inline(
+        &self,
+        store: &Store,
+        topic: &Arc<TopicState>,
+        own: &Batch,
+    ) -> Inline {
+        let mut guard = LeaderGuard {
+            writer: self,
+            done: false,
+        };
+        let mine = self.commit_alone(store, topic, own.as_slice(), true);
+        guard.done = true;
+        match mine {
+            Ok(None) => Inline::Stalled,
+            Ok(Some(ids)) => Inline::Written(Ok(ids)),
+            Err(e) => Inline::Written(Err(e)),
+        }
+    }
+
+    /// Gives up the leadership after [`Writer::lead_inline`] if nothing was queued meanwhile
+    /// (lock-free, the usual case); `false` if something was, and the caller must go on with
+    /// [`Writer::keep_leading_elsewhere`].
+    #[inline]
+    pub(crate) fn step_down(&self) -> bool {
+        self.state
+            .compare_exchange(LEADING, 0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Commits whatever was queued behind an inline leader, on a blocking thread, until the
+    /// queue is empty; hands the leadership back if a commit panics.
+    pub(crate) fn keep_leading_elsewhere(&self, store: &Store) {
+        let mut guard = LeaderGuard {
+            writer: self,
+            done: false,
+        };
+        self.keep_leading(store, 1, Duration::ZERO);
+        guard.done = true;
+    }
+
+    /// The lead of a leader whose commits run on another thread and may go on after
     /// its own group: its caller is answered through `reply` like a follower, as soon as its
     /// own batch is written.
     pub(crate) fn lead_elsewhere(
@@ -435,22 +507,32 @@ impl Writer {
         queue
     }
 
-    /// Commits the leader's own batch alone, the first commit of [`Writer::lead`]: the
+    /// Commits the leader's own batch alone, the first commit of a leader on the caller's thread: the
     /// group path without a group, so an uncontended append pays for no queue of answers and
-    /// no table of tails.
+    /// no table of tails. `without_waiting`: with [`Store::write_options_without_waiting`],
+    /// so that a write RocksDB would stall is not made and `Ok(None)` says so.
     fn commit_alone(
         &self,
         store: &Store,
         topic: &TopicState,
         messages: &[ProducerMessage],
-    ) -> Result<Range<u64>> {
+        without_waiting: bool,
+    ) -> Result<Option<Range<u64>>> {
+        #[cfg(test)]
+        if without_waiting && self.stall_inline_writes.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let mut scratch = lock(&self.commit);
         let db = database(&mut scratch.db, store)?;
         topic.check_live()?;
         let mut tail = topic.tail();
         let db = Db {
             db,
-            write_options: store.write_options(),
+            write_options: if without_waiting {
+                store.write_options_without_waiting()
+            } else {
+                store.write_options()
+            },
         };
         let mut appender = Appender::new(&db, batch_bytes([messages]), self.page_size)?;
         let ids = appender.append(topic, &mut tail, messages)?;
@@ -459,14 +541,17 @@ impl Writer {
         let _replaced = topic
             .awaited()
             .then(|| topic.recent.offer(ids.start, messages));
-        if let Err(e) = appender.write() {
-            topic.recent.forget();
-            return Err(e);
+        match appender.write() {
+            Ok(true) => {}
+            written => {
+                topic.recent.forget();
+                return written.map(|_| None);
+            }
         }
         self.count_write(1);
         topic.set_tail(tail);
         topic.publish(tail.next_id);
-        Ok(ids)
+        Ok(Some(ids))
     }
 
     /// Counts a write of `batches` produce calls. Only commits call it, under the commit lock,
@@ -514,7 +599,15 @@ impl Writer {
                 };
                 answers.push(ids);
             }
-            appender.write()
+            // Groups are written with the blocking options: a stall is waited out, never
+            // refused (a refusal here would be RocksDB's own failure).
+            match appender.write()? {
+                true => Ok(()),
+                false => Err(Error::transient(
+                    BACKEND,
+                    "write: RocksDB refused a stalled write",
+                )),
+            }
         });
         match written {
             Ok(()) => {

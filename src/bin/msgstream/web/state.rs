@@ -16,6 +16,8 @@ pub const HISTORY: usize = 300;
 pub struct Channel {
     /// Newest message id read (as `consume` prints ids), or why it is not known.
     pub newest_id: Known<String>,
+    /// The backend's estimate of the bytes it stores for the channel, or why it is not known.
+    pub size_bytes: Known<u64>,
     /// Messages read from the channel since the page started (its whole content at the first
     /// look); `None` when the backend has no readers.
     pub messages_read: Option<u64>,
@@ -135,6 +137,7 @@ mod tests {
     fn look(read: u64, lag: u64) -> Known<BTreeMap<String, Channel>> {
         let channel = Channel {
             newest_id: Known::Value(read.to_string()),
+            size_bytes: Known::Value(0),
             messages_read: Some(read),
             last_tick: None,
             subscriptions: Known::Value(vec![Subscription {

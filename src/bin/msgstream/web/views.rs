@@ -59,8 +59,7 @@ pub fn channels(state: &State, backend: &str) -> Value {
             json!({
                 "name": name,
                 "newest_id": known(&channel.newest_id),
-                // No backend reports a channel's size through the mq traits.
-                "size": json!({ "unavailable": format!("not available from {backend}") }),
+                "size": known(&channel.size_bytes),
                 "produce_rate": rate(state.produce_rate(name, RATE_WINDOW_MS), &no_rate("reading")),
                 "last_tick": channel.last_tick,
                 "subscriptions": subs,
@@ -140,6 +139,7 @@ mod tests {
     fn channel(tick: Option<u64>, lag: Option<u64>) -> Channel {
         Channel {
             newest_id: Known::Value("7".into()),
+            size_bytes: Known::Value(4096),
             messages_read: Some(7),
             last_tick: tick,
             subscriptions: Known::Value(vec![Subscription {
@@ -189,6 +189,12 @@ mod tests {
             view["unavailable"],
             "timeticks not available from nsq (no readers)"
         );
+    }
+
+    #[test]
+    fn the_size_column_shows_the_backends_estimate() {
+        let view = channels(&state(None, None), "rocksmq");
+        assert_eq!(view["channels"][0]["size"]["value"], 4096);
     }
 
     #[test]

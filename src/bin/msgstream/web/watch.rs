@@ -164,6 +164,10 @@ async fn look(
                 ),
                 Err(e) => Known::Unavailable(unavailable(backend, &e)),
             },
+            size_bytes: match client.topic_size_bytes(&topic).await {
+                Ok(bytes) => Known::Value(bytes),
+                Err(e) => Known::Unavailable(unavailable(backend, &e)),
+            },
             ..Channel::default()
         };
         if !readers {
