@@ -120,7 +120,7 @@ pub async fn consume(
     stop: &Stop,
 ) -> Result<Option<f64>> {
     // The consuming loop runs as a task on the runtime, beside the stream's pumps, as the
-    // tuning notes advise applications (docs/rocksmq.md): from `block_on` it would be one more
+    // tuning notes advise applications (backends/rocksmq/README.md): from `block_on` it would be one more
     // thread on the cores, woken across threads on every hand-off.
     let stop = stop.clone();
     let task = if tt {
