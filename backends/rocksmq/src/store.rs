@@ -68,12 +68,11 @@ pub(crate) const FIRST_KEY_INDEX: &str =
 /// transient, everything else permanent.
 pub(crate) fn db_error(op: &str, e: rocksdb::Error) -> Error {
     let message = format!("{op}: {}", printable(e.as_ref()));
-    match e.kind() {
-        ErrorKind::Busy | ErrorKind::TryAgain | ErrorKind::TimedOut | ErrorKind::Incomplete => {
-            Error::transient(BACKEND, message)
-        }
-        _ => Error::backend(BACKEND, message),
-    }
+    let transient = matches!(
+        e.kind(),
+        ErrorKind::Busy | ErrorKind::TryAgain | ErrorKind::TimedOut | ErrorKind::Incomplete
+    );
+    Error::backend_source(BACKEND, message, transient, e)
 }
 
 /// Whether `e` is RocksDB refusing a `no_slowdown` write that it would have delayed.
