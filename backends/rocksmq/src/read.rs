@@ -41,10 +41,9 @@ const READ_CHUNK_BYTES: usize = 4 << 20;
 /// [`BACKLOG_READAHEAD_BYTES`] (see [`backlog_read_options`]).
 const READAHEAD_MIN_MESSAGES: usize = 64;
 
-/// How far ahead a backlog read's iterator reads table files: 64 KiB, measured best for 128 B
-/// and 1 KiB messages alike (2026-12-03, consume bench: 128 KiB and 256 KiB a little slower,
-/// 2 MiB slower than none, the reads' buffers no longer fitting the core's cache). Public so
-/// that the benchmark can give raw RocksDB the same readahead.
+/// How far ahead a backlog read's iterator reads table files: 64 KiB, the best for 128 B and
+/// 1 KiB messages alike in the consume bench (larger readahead no longer fits the core's cache).
+/// Public so that the benchmark can give raw RocksDB the same readahead.
 pub const BACKLOG_READAHEAD_BYTES: usize = 64 << 10;
 
 /// Memory a cursor keeps between reads, so that a steady consumer allocates nothing per read.

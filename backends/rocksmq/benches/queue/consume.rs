@@ -7,9 +7,8 @@
 //! queue's own code costs from what its tuning wins. Each side then reads its copy in
 //! `CONSUME_ROUNDS` chunks, the chunks of a round back to back (ours always between the two raw
 //! readers, which one first alternating): a pair is measured within a few hundredths of a second,
-//! while this machine's speed drifts by a fifth from one second to the next. Before 2026-12-03,
-//! each side read whole passes from freshly opened databases seconds apart, and one
-//! invocation's median could not be trusted (the same code read 0.82 to 1.06).
+//! while this machine's speed drifts by a fifth from one second to the next (whole passes
+//! seconds apart made one invocation's median untrustworthy).
 
 use std::path::Path;
 use std::time::Instant;
