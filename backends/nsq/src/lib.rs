@@ -24,7 +24,6 @@ pub mod lookup;
 pub mod message;
 pub mod producer;
 pub mod rdy;
-mod requests;
 
 pub use adapter::{NsqClient, BACKEND};
 pub use backoff::{BackoffConfig, Strategy};

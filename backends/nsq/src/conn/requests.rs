@@ -22,8 +22,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use bytes::BytesMut;
 
-use crate::conn::ReplyTo;
+use tokio::sync::oneshot;
+
 use crate::error::{Error, Result};
+
+/// Where the reply to one command goes.
+pub(crate) type ReplyTo = oneshot::Sender<Result<bytes::Bytes>>;
 
 /// Shards per connection: more than the cores of a typical host, so threads seldom share one.
 const SHARDS: usize = 16;
