@@ -31,9 +31,9 @@ pub use reader::Event;
 pub(crate) use requests::ReplyTo;
 pub use writer::Writer;
 
-use crate::codec::Command;
 #[cfg(doc)]
-use crate::error::CodecError;
+use crate::codec::CodecError;
+use crate::codec::Command;
 use crate::error::{Error, Result};
 use handshake::Handshake;
 use reader::{read_loop, read_reply};

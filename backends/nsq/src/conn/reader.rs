@@ -12,8 +12,8 @@ use super::config::ConnConfig;
 use super::io;
 use super::write_state::WriteFailed;
 use super::writer::Writer;
-use crate::codec::{decode_frame, Command, Frame, RawMessage, ServerError, HEARTBEAT};
-use crate::error::{CodecError, Error, Result};
+use crate::codec::{decode_frame, CodecError, Command, Frame, RawMessage, ServerError, HEARTBEAT};
+use crate::error::{Error, Result};
 
 /// A frame, as the reader task hands it on.
 #[derive(Debug)]
