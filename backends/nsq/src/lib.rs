@@ -25,9 +25,10 @@ pub mod lookup;
 pub mod message;
 pub mod producer;
 pub mod rdy;
+mod spool;
 mod stats;
 
-pub use adapter::{NsqClient, BACKEND};
+pub use adapter::NsqClient;
 pub use backoff::{BackoffConfig, Strategy};
 pub use codec::{CodecError, ConsumeOffset};
 pub use config::{Extensions, NsqConfig, SpoolSync};
@@ -37,3 +38,6 @@ pub use error::{Error, Result};
 pub use handler::spawn_handlers;
 pub use message::{Message, Origin};
 pub use producer::{Producer, ProducerConfig, PublishReceipt};
+
+/// Backend name in errors and configs.
+pub const BACKEND: &str = "nsq";
