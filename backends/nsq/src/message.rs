@@ -8,9 +8,9 @@
 //! Why the consumer engine is not on this path: a message goes from the connection's reader
 //! straight to the application's queue, and its answer straight into the connection's write
 //! buffer, with the in-flight count kept in atomics (`Source`). Routing each message and each
-//! answer through the engine task cost two more task wake-ups per message (half the
-//! throughput at `max_in_flight` 1). The engine hears of an answer only when it can change
-//! something: a backoff signal, or any answer while it backs off or stops (`Shared::report`).
+//! answer through the engine task would cost two more task wake-ups per message. The engine
+//! hears of an answer only when it can change something: a backoff signal, or any answer while
+//! it backs off or stops (`Shared::report`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
