@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-pub use crate::adapter::SpoolSync;
+pub use crate::spool::SpoolSync;
 
 /// Which server flavour the backend talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -2,38 +2,7 @@
 
 use std::time::Duration;
 
-use crate::codec::ServerError;
-
-/// Frames the codec refuses.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CodecError {
-    /// The size field is negative or smaller than the frame type.
-    #[error("bad frame size {0}")]
-    BadFrameSize(i32),
-    /// The size field is above the negotiated maximum.
-    #[error("frame of {size} bytes exceeds the maximum of {max}")]
-    FrameTooLarge {
-        /// Declared size.
-        size: usize,
-        /// Allowed size.
-        max: usize,
-    },
-    /// The frame type is not response, error or message.
-    #[error("unknown frame type {0}")]
-    UnknownFrameType(i32),
-    /// A frame ended early: the connection closed in the middle of one (never reported as a
-    /// clean close), or a frame is shorter than its fixed part.
-    #[error("truncated {what}: need {needed} bytes, got {got}")]
-    Truncated {
-        /// What was being decoded.
-        what: &'static str,
-        /// Bytes the fixed part needs.
-        needed: usize,
-        /// Bytes there were.
-        got: usize,
-    },
-}
+use crate::codec::{CodecError, ServerError};
 
 /// Every failure of the NSQ client.
 #[derive(Debug, thiserror::Error)]

@@ -16,6 +16,7 @@ pub mod codec;
 mod config;
 pub mod conn;
 pub mod consumer;
+mod consumer_config;
 mod engine;
 mod error;
 mod handler;
@@ -24,15 +25,19 @@ pub mod lookup;
 pub mod message;
 pub mod producer;
 pub mod rdy;
-mod requests;
+mod spool;
+mod stats;
 
-pub use adapter::{NsqClient, BACKEND};
+pub use adapter::NsqClient;
 pub use backoff::{BackoffConfig, Strategy};
-pub use codec::ConsumeOffset;
+pub use codec::{CodecError, ConsumeOffset};
 pub use config::{Extensions, NsqConfig, SpoolSync};
 pub use conn::{ConnConfig, Negotiated, OutputBuffer};
 pub use consumer::{Consumer, ConsumerConfig, FailedCallback, Stats, SubscribeMode};
-pub use error::{CodecError, Error, Result};
+pub use error::{Error, Result};
 pub use handler::spawn_handlers;
 pub use message::{Message, Origin};
 pub use producer::{Producer, ProducerConfig, PublishReceipt};
+
+/// Backend name in errors and configs.
+pub const BACKEND: &str = "nsq";

@@ -8,9 +8,9 @@
 //! Why the consumer engine is not on this path: a message goes from the connection's reader
 //! straight to the application's queue, and its answer straight into the connection's write
 //! buffer, with the in-flight count kept in atomics (`Source`). Routing each message and each
-//! answer through the engine task cost two more task wake-ups per message (half the
-//! throughput at `max_in_flight` 1). The engine hears of an answer only when it can change
-//! something: a backoff signal, or any answer while it backs off or stops (`Shared::report`).
+//! answer through the engine task would cost two more task wake-ups per message. The engine
+//! hears of an answer only when it can change something: a backoff signal, or any answer while
+//! it backs off or stops (`Shared::report`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -22,9 +22,9 @@ use tokio::sync::mpsc;
 use crate::backoff::Signal;
 use crate::codec::{Command, MsgId, RawMessage};
 use crate::conn::Writer;
-use crate::consumer::{ConsumerConfig, Counters};
-use crate::engine::Ev;
+use crate::consumer_config::ConsumerConfig;
 use crate::error::{Error, Result};
+use crate::stats::Counters;
 
 /// Which connection a message came from: nsqd address and partition.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -42,14 +42,18 @@ pub(crate) struct Answered {
     pub signal: Signal,
 }
 
+/// Hands an answer to the consumer's engine. The engine's event type is its own: messages
+/// reach it only through this, so they need not know the engine.
+pub(crate) type ToEngine = Box<dyn Fn(Answered) + Send + Sync>;
+
 /// What every delivery of one consumer shares with its engine.
 pub(crate) struct Shared {
     pub config: Arc<ConsumerConfig>,
     pub counters: Arc<Counters>,
-    /// The engine's event queue: answers join it in the order they happen relative to its
-    /// timers (a failure sent during a backoff pause must reach the engine before the pause's
-    /// end, or it would count).
-    engine: mpsc::UnboundedSender<Ev>,
+    /// Puts an answer on the engine's event queue, where answers join its timers in the order
+    /// they happen (a failure sent during a backoff pause must reach the engine before the
+    /// pause's end, or it would count).
+    to_engine: ToEngine,
     /// Set by the engine while every answer matters to it: backing off (a FIN lowers the
     /// level) or stopping (the last answer closes a drained connection).
     listening: AtomicBool,
@@ -61,12 +65,12 @@ impl Shared {
     pub(crate) fn new(
         config: Arc<ConsumerConfig>,
         counters: Arc<Counters>,
-        engine: mpsc::UnboundedSender<Ev>,
+        to_engine: ToEngine,
     ) -> Shared {
         Shared {
             config,
             counters,
-            engine,
+            to_engine,
             listening: AtomicBool::new(false),
             epoch: Instant::now(),
         }
@@ -91,10 +95,10 @@ impl Shared {
         if signal == Signal::Backoff {
             self.counters.backoff_pending.fetch_add(1, Ordering::SeqCst);
         }
-        let _ = self.engine.send(Ev::Answered(Answered {
+        (self.to_engine)(Answered {
             origin: origin.clone(),
             signal,
-        }));
+        });
     }
 
     /// The engine sets whether it needs every answer (backing off or stopping).

@@ -17,7 +17,6 @@ use super::consumer::NsqConsumer;
 use super::ordered::OrderedConsumer;
 use super::producer::NsqProducer;
 use super::reader::NsqReader;
-use super::spool::Spool;
 use super::spooled::SpooledConsumer;
 use super::{map_err, Position, BACKEND};
 use crate::codec::{validate_name, ConsumeOffset};
@@ -25,6 +24,7 @@ use crate::config::{Extensions, NsqConfig};
 use crate::conn::{Conn, ConnConfig, OutputBuffer};
 use crate::consumer::{Consumer as NsqPush, ConsumerConfig, SubscribeMode};
 use crate::producer::{Producer as NsqPublisher, ProducerConfig};
+use crate::spool::Spool;
 
 /// What the client and everything it created share.
 pub(crate) struct Shared {

@@ -30,7 +30,7 @@
 //! **Spooled consumers** (ordered consumers where the server has no ordered channel with a
 //! settable commit point, and any consumer of a subscription whose spool holds messages): one
 //! message in flight, FINed once it is in a local spool that keeps it until the ack (see
-//! `spool` and `spooled`).
+//! `crate::spool` and `spooled`).
 //!
 //! **Exclusive subscriptions** are enforced per client: NSQ shares a channel's messages among
 //! all its consumers, and cannot tell two processes apart.
@@ -43,11 +43,9 @@ mod ordered;
 mod producer;
 mod reader;
 mod redelivery;
-mod spool;
 mod spooled;
 
 pub use client::NsqClient;
-pub use spool::SpoolSync;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use msgstream::mq::{Delivery, Message, MessageId, Properties};
@@ -55,9 +53,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use crate::codec::MsgId;
-
-/// Backend name in errors and configs.
-pub const BACKEND: &str = "nsq";
+use crate::BACKEND;
 
 const MAGIC: &[u8; 4] = b"\xffMS1";
 

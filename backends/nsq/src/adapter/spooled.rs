@@ -36,11 +36,11 @@ use msgstream::{Error, Result};
 use tokio::sync::Notify;
 
 use super::client::Shared;
-use super::spool::{Spool, SpoolSync, Spooled};
 use super::{delivered_message, BACKEND};
 use crate::codec::{ConsumeOffset, MsgId};
 use crate::consumer::Consumer as NsqPush;
 use crate::message::Message as NsqMessage;
+use crate::spool::{Spool, SpoolSync, Spooled};
 
 /// Most spooled messages waiting to be handed over before the pump stops reading.
 const AHEAD: usize = 4096;

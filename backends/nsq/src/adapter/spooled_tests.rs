@@ -7,9 +7,9 @@ use msgstream::mq::{Client, ConsumerOptions, ProducerMessage};
 use msgstream_nsq_testd::{Extensions, Options, TestServer};
 
 use super::*;
-use crate::adapter::spool::SpoolSync;
 use crate::adapter::NsqClient;
 use crate::consumer::ConsumerConfig;
+use crate::spool::SpoolSync;
 use crate::NsqConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use super::Ev;
 use crate::codec::{self, ConsumeOffset};
 use crate::conn::{Conn, Event};
-use crate::consumer::{ConsumerConfig, SubscribeMode};
+use crate::consumer_config::{ConsumerConfig, SubscribeMode};
 use crate::error::{Error, Result};
 use crate::http;
 use crate::message::{Message, Origin, Shared, Source};

@@ -14,10 +14,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::backoff::Backoff;
 use crate::codec;
 use crate::conn::{Conn, Event};
-use crate::consumer::{ConsumerConfig, Counters};
+use crate::consumer_config::ConsumerConfig;
 use crate::error::Result;
 use crate::lookup::Endpoint;
 use crate::message::{Answered, Message, Origin, Shared, Source};
+use crate::stats::Counters;
 
 mod dial;
 mod discovery;
@@ -126,7 +127,12 @@ impl Engine {
         let engine = Engine {
             backoff: Backoff::new(config.backoff, entropy()),
             max_in_flight: config.max_in_flight,
-            shared: Arc::new(Shared::new(config.clone(), counters.clone(), tx.clone())),
+            shared: Arc::new(Shared::new(config.clone(), counters.clone(), {
+                let tx = tx.clone();
+                Box::new(move |answered| {
+                    let _ = tx.send(Ev::Answered(answered));
+                })
+            })),
             config,
             tx,
             out,

@@ -1,10 +1,10 @@
 //! Commands that the server answers (PUB and its kin), queued per thread until the write task
 //! takes them.
 //!
-//! Publishers on every worker of a runtime queue commands on one connection. With a single
-//! queue they all met on its lock: on two workers that lock, and the cache lines behind it,
-//! moved between the cores with every publish. Here each thread queues into a shard of its
-//! own (its own lock, on its own cache line), and the write task takes the shards in turn.
+//! Publishers on every worker of a runtime queue commands on one connection. A single queue
+//! would have them all meet on its lock, whose cache lines would then move between the cores
+//! with every publish. So each thread queues into a shard of its own (its own lock, on its own
+//! cache line), and the write task takes the shards in turn.
 //!
 //! Replies must match commands in wire order, so each shard keeps its commands' reply
 //! waiters beside their bytes, and the write task moves the waiters on (to the reader) in
@@ -22,8 +22,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use bytes::BytesMut;
 
-use crate::conn::ReplyTo;
+use tokio::sync::oneshot;
+
 use crate::error::{Error, Result};
+
+/// Where the reply to one command goes.
+pub(crate) type ReplyTo = oneshot::Sender<Result<bytes::Bytes>>;
 
 /// Shards per connection: more than the cores of a typical host, so threads seldom share one.
 const SHARDS: usize = 16;

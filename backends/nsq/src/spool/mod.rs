@@ -28,26 +28,23 @@
 //! **Exclusive.** A `.lock` file beside the spool is locked (`flock`) while a consumer holds
 //! it, so two processes sharing `spool_dir` cannot both consume one subscription.
 
+mod files;
+mod record;
+
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use msgstream::{Error, Result};
 use serde::Deserialize;
 
-use super::BACKEND;
+use crate::BACKEND;
+use files::{lock, paths};
+use record::{decode, framed_acks, framed_message, Record, FRAME, HEADER, MAGIC};
 
-const MAGIC: &[u8; 8] = b"MSNQSPL1";
-const HEADER: u64 = MAGIC.len() as u64;
-const MESSAGE: u8 = 1;
-const ACK: u8 = 2;
-/// Record framing: length and checksum.
-const FRAME: usize = 8;
-/// A message body's fixed part: kind, seq, nsq id, offset, raw size.
-const MESSAGE_FIXED: usize = 1 + 8 + 16 + 8 + 4;
 /// Files below this size are never rewritten: cutting back to the magic when all is acked is
 /// what keeps them small.
 const COMPACT_ABOVE: u64 = 8 << 20;
@@ -105,38 +102,6 @@ fn corrupt(path: &Path, at: u64, what: &str) -> Error {
             path.display()
         ),
     )
-}
-
-/// The file stem of a subscription's spool: `@` is not an NSQ name character, so the pair
-/// maps to one name and no name leaves the directory.
-fn stem(topic: &str, subscription: &str) -> String {
-    format!("{topic}@{subscription}")
-}
-
-fn paths(dir: &Path, topic: &str, subscription: &str) -> (PathBuf, PathBuf) {
-    let stem = stem(topic, subscription);
-    (
-        dir.join(format!("{stem}.spool")),
-        dir.join(format!("{stem}.lock")),
-    )
-}
-
-/// Locks `lock`, or reports the subscription busy.
-fn lock(path: &Path, topic: &str, subscription: &str) -> Result<File> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|e| io(path, "open the lock file", e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(Error::SubscriptionBusy {
-            topic: topic.to_string(),
-            subscription: subscription.to_string(),
-        }),
-        Err(TryLockError::Error(e)) => Err(io(path, "lock", e)),
-    }
 }
 
 impl Spool {
@@ -273,17 +238,10 @@ impl Spool {
         body: &[u8],
     ) -> Result<u64> {
         let seq = self.next_seq;
-        let (offset, raw_size) = position.unwrap_or((u64::MAX, 0));
-        let mut record = BytesMut::with_capacity(FRAME + MESSAGE_FIXED + body.len());
-        record.put_slice(&[0; FRAME]);
-        record.put_u8(MESSAGE);
-        record.put_u64(seq);
-        record.put_slice(&nsq_id);
-        record.put_u64(offset);
-        record.put_u32(raw_size);
-        record.put_slice(body);
+        let record = framed_message(seq, &nsq_id, position, body)?;
         let start = self.len;
-        let len = self.frame_and_write(record)?;
+        self.append_bytes(&record)?;
+        let len = record.len() as u64;
         if self.sync == SpoolSync::SyncData {
             self.file
                 .sync_data()
@@ -313,82 +271,15 @@ impl Spool {
             self.seen.clear();
             return Ok(());
         }
-        let mut records = BytesMut::with_capacity(acked.len() * (FRAME + 9));
         for seq in &acked {
-            let mut body = [0u8; 9];
-            body[0] = ACK;
-            body[1..].copy_from_slice(&seq.to_be_bytes());
-            records.put_u32(9);
-            records.put_u32(crc32fast::hash(&body));
-            records.put_slice(&body);
             self.unacked.remove(seq);
         }
-        self.append_bytes(&records)?;
+        self.append_bytes(&framed_acks(&acked))?;
         let live: u64 = self.unacked.values().map(|(_, len)| len).sum();
         if self.len > COMPACT_ABOVE && live < self.len / 4 {
             self.compact()?;
         }
         Ok(())
-    }
-
-    /// Whether `(topic, subscription)` has a spool that holds anything but its magic: a
-    /// subscription with unacked spooled messages must be read through the spool, whatever
-    /// consumer asks for it.
-    pub(crate) fn exists_with_data(dir: &Path, topic: &str, subscription: &str) -> bool {
-        let (path, _) = paths(dir, topic, subscription);
-        std::fs::metadata(path).is_ok_and(|m| m.len() > HEADER)
-    }
-
-    /// Deletes the spool of `(topic, subscription)`, unless a consumer holds it.
-    pub(crate) fn remove(dir: &Path, topic: &str, subscription: &str) -> Result<()> {
-        let (path, lock_path) = paths(dir, topic, subscription);
-        if !lock_path.exists() && !path.exists() {
-            return Ok(());
-        }
-        let _lock = lock(&lock_path, topic, subscription)?;
-        for p in [&path, &lock_path] {
-            match std::fs::remove_file(p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(p, "remove", e)),
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes the spools of every subscription of `topic`, unless a consumer holds one.
-    pub(crate) fn remove_topic(dir: &Path, topic: &str) -> Result<()> {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io(dir, "list", e)),
-        };
-        let prefix = format!("{topic}@");
-        for entry in entries {
-            let entry = entry.map_err(|e| io(dir, "list", e))?;
-            let name = entry.file_name();
-            let Some(subscription) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix(&prefix))
-                .and_then(|n| n.strip_suffix(".lock"))
-            else {
-                continue;
-            };
-            Spool::remove(dir, topic, subscription)?;
-        }
-        Ok(())
-    }
-
-    fn frame_and_write(&mut self, mut record: BytesMut) -> Result<u64> {
-        let body_len = record.len() - FRAME;
-        let crc = crc32fast::hash(&record[FRAME..]);
-        let len = u32::try_from(body_len).map_err(|_| {
-            Error::InvalidArgument(format!("a {body_len}-byte message is too large to spool"))
-        })?;
-        record[..4].copy_from_slice(&len.to_be_bytes());
-        record[4..FRAME].copy_from_slice(&crc.to_be_bytes());
-        self.append_bytes(&record)?;
-        Ok(record.len() as u64)
     }
 
     fn append_bytes(&mut self, bytes: &[u8]) -> Result<()> {
@@ -445,36 +336,5 @@ impl Spool {
     }
 }
 
-enum Record {
-    Message(Spooled),
-    Ack(u64),
-}
-
-fn decode(body: &[u8]) -> Option<Record> {
-    let mut rest = body;
-    match *rest.first()? {
-        MESSAGE if rest.len() >= MESSAGE_FIXED => {
-            rest.advance(1);
-            let seq = rest.get_u64();
-            let mut nsq_id = [0u8; 16];
-            rest.copy_to_slice(&mut nsq_id);
-            let offset = rest.get_u64();
-            let raw_size = rest.get_u32();
-            Some(Record::Message(Spooled {
-                seq,
-                nsq_id,
-                position: (offset != u64::MAX).then_some((offset, raw_size)),
-                body: Bytes::copy_from_slice(rest),
-            }))
-        }
-        ACK if rest.len() == 9 => {
-            rest.advance(1);
-            Some(Record::Ack(rest.get_u64()))
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
-#[path = "spool_tests.rs"]
 mod tests;
