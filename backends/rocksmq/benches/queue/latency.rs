@@ -1,5 +1,9 @@
-//! Produce→consume latency of one paced producer and one waiting consumer, next to the same
-//! hand-off between two plain threads (the floor this machine sets: thread wake-ups).
+//! Produce→consume latency of one paced producer and one waiting consumer, next to the least
+//! an embedded durable queue can do on this machine (`latency_floor`: a raw RocksDB put with
+//! the queue's write options, then waking a reader blocked on a condition, which reads the
+//! key back) and to the same hand-off between two plain threads with no database at all
+//! (`latency_baseline`: thread wake-ups alone). The `latency_floor` line gives our p50 and p99
+//! as ratios to the floor's, run by run (the median of the runs' ratios).
 //!
 //! Two more lines explain the gap between them. `latency_baseline_busy` is the same hand-off
 //! with a receiver that, after each message, stays busy as long as our consumer's ack took
@@ -8,13 +12,13 @@
 //! every 64th message instead of each one, and `latency_grouped_acks` our case acking each
 //! message on a queue that groups acks (`AckWrite::Grouped`): what an application can tune.
 
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use msgstream::mq::{Client, ConsumerOptions, Producer, ProducerMessage};
 use msgstream_rocksmq::{AckWrite, RocksmqClient};
 
-use crate::{median, queue_options, Scale, RUNS};
+use crate::{key, median, queue_options, raw_db, Scale, RUNS};
 
 /// Messages per second of every case (one every 100 µs).
 const RATE: u64 = 10_000;
@@ -40,12 +44,14 @@ struct QueueRun {
 pub fn latency_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
     let (mut ours, mut baseline, mut busy, mut batched, mut grouped) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut floor = Vec::new();
     let mut acks = Vec::new();
     let group = AckWrite::Grouped(Duration::from_millis(GROUP_MS));
     for _ in 0..RUNS {
         let run = runtime.block_on(queue(RATE, scale.latency_msgs, 1, AckWrite::Immediate));
         ours.push(run.latency);
         acks.push(run.ack.as_nanos() as f64);
+        floor.push(put_and_wake(RATE, scale.latency_msgs));
         baseline.push(thread_handoff(RATE, scale.latency_msgs, Duration::ZERO));
         busy.push(thread_handoff(RATE, scale.latency_msgs, run.ack));
         batched.push(
@@ -64,17 +70,36 @@ pub fn latency_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: 
                 .latency,
         );
     }
+    let ratio_to_floor = |of: fn(&(f64, f64)) -> f64| {
+        median(
+            ours.iter()
+                .zip(&floor)
+                .map(|(o, f)| of(o) / of(f))
+                .collect(),
+        )
+    };
+    let (p50_ratio, p99_ratio) = (ratio_to_floor(|p| p.0), ratio_to_floor(|p| p.1));
     let p = |runs: &[(f64, f64)]| {
         (
             median(runs.iter().map(|r| r.0).collect()),
             median(runs.iter().map(|r| r.1).collect()),
         )
     };
-    let (ours, baseline, busy, batched, grouped) =
-        (p(&ours), p(&baseline), p(&busy), p(&batched), p(&grouped));
+    let (ours, floor, baseline, busy, batched, grouped) = (
+        p(&ours),
+        p(&floor),
+        p(&baseline),
+        p(&busy),
+        p(&batched),
+        p(&grouped),
+    );
     summary.push(format!(
         "case=latency rate={RATE} p50_us={:.0} p99_us={:.0}",
         ours.0, ours.1
+    ));
+    summary.push(format!(
+        "case=latency_floor p50_us={:.0} p99_us={:.0} p50_ratio={p50_ratio:.2} p99_ratio={p99_ratio:.2}",
+        floor.0, floor.1
     ));
     summary.push(format!(
         "case=latency_baseline p50_us={:.0} p99_us={:.0}",
@@ -138,6 +163,60 @@ fn thread_handoff(rate: u64, total: usize, work: Duration) -> (f64, f64) {
     });
     drop(tx);
     percentiles(receiver.join().expect("receiver thread"))
+}
+
+/// The floor: a thread paced at `rate` puts each 128-byte message (its send time in its first
+/// bytes) into the `messages` column family of a raw database opened with the queue's options,
+/// with the queue's write options (WAL on, no sync: `Durability::Buffered`, as the queue case
+/// runs), then publishes the id written under a mutex and notifies a condition variable; the
+/// reader waits on it while nothing new is written (as our consumer waits in `recv`), then gets
+/// each new key and records the delay from the send time in the value it read.
+fn put_and_wake(rate: u64, total: usize) -> (f64, f64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Arc::new(raw_db(&dir));
+    let written = Arc::new((Mutex::new(0u64), Condvar::new()));
+    let epoch = Instant::now();
+    let reader = {
+        let (db, written) = (db.clone(), written.clone());
+        std::thread::spawn(move || {
+            let cf = db.cf_handle("messages").expect("cf");
+            let mut samples = Vec::with_capacity(total);
+            for id in 1..=total as u64 {
+                let (lock, wake) = &*written;
+                let mut last = lock.lock().expect("lock");
+                while *last < id {
+                    last = wake.wait(last).expect("wait");
+                }
+                drop(last);
+                let value = db
+                    .get_pinned_cf(cf, key(id))
+                    .expect("get")
+                    .expect("written");
+                let received = epoch.elapsed().as_nanos() as u64;
+                let mut sent = [0u8; 8];
+                sent.copy_from_slice(&value[..8]);
+                samples.push(received.saturating_sub(u64::from_be_bytes(sent)) as f64 / 1000.0);
+            }
+            samples
+        })
+    };
+    let cf = db.cf_handle("messages").expect("cf");
+    let mut write_options = rocksdb::WriteOptions::default();
+    write_options.disable_wal(false);
+    write_options.set_sync(false);
+    let mut id = 0u64;
+    paced(rate, total, || {
+        id += 1;
+        let mut payload = vec![0u8; 128];
+        let sent = epoch.elapsed().as_nanos() as u64;
+        payload[..8].copy_from_slice(&sent.to_be_bytes());
+        db.put_cf_opt(cf, key(id), payload, &write_options)
+            .expect("put");
+        let (lock, wake) = &*written;
+        *lock.lock().expect("lock") = id;
+        wake.notify_one();
+    });
+    percentiles(reader.join().expect("reader thread"))
 }
 
 /// One producer thread paced at `rate` msgs/s, one consumer awaiting `recv` and acking every

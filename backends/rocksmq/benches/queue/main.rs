@@ -18,14 +18,18 @@
 //!   physical reference). The three read in 30 rounds of a chunk each, ours next to raw (see
 //!   `consume.rs`);
 //! - latency: produce→receive p50/p99 for one producer at 10,000 msgs/s and one waiting
-//!   consumer, and the same pacing through a plain `std::sync::mpsc` hand-off between two
-//!   threads (`case=latency_baseline`, the floor set by thread wake-ups on this machine); the
+//!   consumer, against the same pacing through a raw RocksDB put with the queue's write
+//!   options that wakes a reader blocked on a condition, which reads the key
+//!   (`case=latency_floor`, the least an embedded durable queue can do, with our p50 and p99 as
+//!   ratios to it), and through a plain `std::sync::mpsc` hand-off between two threads
+//!   (`case=latency_baseline`, thread wake-ups alone, no database); the
 //!   same hand-off with a receiver busy after each message for as long as our ack takes
 //!   (`case=latency_baseline_busy`), ours acking every 64th message
 //!   (`case=latency_acks_every`), and ours acking each message on a queue that groups acks
 //!   (`case=latency_grouped_acks`, `AckWrite::Grouped` of 5 ms; see `latency.rs`);
-//! - tt: a `TtMsgStream` over 16 filled channels against raw iteration of the same files,
-//!   three passes of each side per filled database (see `tt.rs`);
+//! - tt: a `TtMsgStream` over 16, 64 and 256 filled channels (the same inserts) against raw
+//!   iteration of the same files, three passes of each side per filled database, with the
+//!   peak resident memory of our passes (see `tt.rs`);
 //! - durable: 1, 4 and 16 producers sending one message at a time under `SyncData`, against
 //!   a perfect group commit of raw `fdatasync`-ed writes driven the same way (`N` tasks, one
 //!   committer thread, `N` messages per synced write; see `durable.rs`);
@@ -48,13 +52,15 @@
 //!
 //! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (`produce`,
 //! `consume`, `latency`, `tt`, `durable`, `open`), e.g. for profiling one; `MSGSTREAM_BENCH_PAYLOADS`
-//! and `MSGSTREAM_BENCH_BATCHES` (comma-separated numbers) narrow the produce and consume cases.
+//! and `MSGSTREAM_BENCH_BATCHES` (comma-separated numbers) narrow the produce and consume cases,
+//! `MSGSTREAM_BENCH_TT_CHANNELS` the tt case.
 
 mod consume;
 mod durable;
 mod latency;
 mod open;
 mod open_big;
+mod rss;
 mod throughput;
 mod tt;
 

@@ -1,9 +1,15 @@
-//! The timetick-aligned stream end to end over rocksmq: a `TtMsgStream` consuming 16 filled
-//! channels, against raw RocksDB iterating the same files (every record of those channels,
-//! ticks included, each value copied out). Both rates count the data messages delivered. Raw
-//! RocksDB reads each database twice per pass, with default read options (`case=tt_rocksmq`,
-//! #13's reference) and with the readahead the queue gives its backlog reads
-//! (`case=tt_rocksmq_same_readahead`), as the consume case does.
+//! The timetick-aligned stream end to end over rocksmq: a `TtMsgStream` consuming 16, 64 and
+//! 256 filled channels (the same inserts in all, spread over more channels), against raw
+//! RocksDB iterating the same files (every record of those channels, ticks included, each
+//! value copied out). Both rates count the data messages delivered. Raw RocksDB reads each
+//! database twice per pass, with default read options (`case=tt_rocksmq`, #13's reference)
+//! and with the readahead the queue gives its backlog reads (`case=tt_rocksmq_same_readahead`),
+//! as the consume case does. `MSGSTREAM_BENCH_TT_CHANNELS=16` runs one channel count.
+//!
+//! Each line also gives the most memory the process held while our stream read
+//! (`peak_rss_mib`, the largest over the passes) and how far that peak rose above what was
+//! resident when the pass began (`rss_growth_mib`): the stream's own buffers, bounded by its
+//! settings (`buffer` messages per channel), whatever the backlog.
 //!
 //! The consuming loop runs as a task on the bench's two-worker runtime, beside the stream's
 //! pumps, as an application's consumers run (and as the NSQ bench drives both of its sides).
@@ -22,9 +28,11 @@ use msgstream::tt::TtMsgStream;
 use msgstream_rocksmq::{RocksmqClient, BACKLOG_READAHEAD_BYTES};
 
 use crate::consume::{open_raw_same_files, settle};
-use crate::{median, paired_ratio, queue_options, queue_options_at, Scale, RUNS};
+use crate::rss::{self, Peak};
+use crate::{chosen, median, paired_ratio, queue_options, queue_options_at, Scale, RUNS};
 
-const CHANNELS: usize = 16;
+/// Channel counts of the case: one line pair each, the same inserts over all channels.
+const CHANNELS: [usize; 3] = [16, 64, 256];
 /// Rounds (one insert per channel each) between two timeticks on every channel.
 const TICK_EVERY: u64 = 64;
 
@@ -33,15 +41,29 @@ const TICK_EVERY: u64 = 64;
 /// over `RUNS × TT_PASSES` passes (pairs, for the ratio).
 const TT_PASSES: usize = 3;
 
-/// Adds the `case=tt_rocksmq` and `case=tt_rocksmq_same_readahead` lines: medians over `RUNS`
-/// filled databases, each read `TT_PASSES` times by ours and both raw readers (whether ours or
-/// raw goes first alternates; the raw readers follow each other, ours always next to the one
-/// with default options).
+/// Adds the `case=tt_rocksmq` and `case=tt_rocksmq_same_readahead` lines of every channel
+/// count.
 pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
+    for channels in chosen("MSGSTREAM_BENCH_TT_CHANNELS", &CHANNELS) {
+        tt_case(runtime, scale, channels, summary);
+    }
+}
+
+/// The two lines of one channel count: medians over `RUNS` filled databases, each read
+/// `TT_PASSES` times by ours and both raw readers (whether ours or raw goes first alternates;
+/// the raw readers follow each other, ours always next to the one with default options).
+fn tt_case(
+    runtime: &tokio::runtime::Runtime,
+    scale: &Scale,
+    channels: usize,
+    summary: &mut Vec<String>,
+) {
     let (mut ours, mut raw, mut raw_ahead) = (Vec::new(), Vec::new(), Vec::new());
+    let mut memory = Vec::new();
     for run in 0..RUNS {
         let dir = tempfile::tempdir().expect("tempdir");
-        let data = runtime.block_on(fill(&dir, scale.tt_msgs as u64 / CHANNELS as u64));
+        let per_channel = (scale.tt_msgs / channels) as u64;
+        let data = runtime.block_on(fill(&dir, channels, per_channel));
         settle(dir.path());
         for pass in 0..TT_PASSES {
             let raw_first = (run + pass) % 2 == 0;
@@ -50,11 +72,15 @@ pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut 
                 raw.push(raw_read(&dir, data, false));
             }
             let path = dir.path().to_path_buf();
+            let peak = Peak::start();
             ours.push(
                 runtime
-                    .block_on(async move { tokio::spawn(tt_read(path, data, pass)).await })
+                    .block_on(
+                        async move { tokio::spawn(tt_read(path, channels, data, pass)).await },
+                    )
                     .expect("tt read task"),
             );
+            memory.push(peak.end());
             if !raw_first {
                 raw.push(raw_read(&dir, data, false));
                 raw_ahead.push(raw_read(&dir, data, true));
@@ -63,16 +89,17 @@ pub fn tt_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut 
     }
     let (ratio, ahead_ratio) = (paired_ratio(&ours, &raw), paired_ratio(&ours, &raw_ahead));
     let (ours, raw, raw_ahead) = (median(ours), median(raw), median(raw_ahead));
+    let memory = rss::fields(&memory);
     summary.push(format!(
-        "case=tt_rocksmq channels={CHANNELS} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw:.0} ratio={ratio:.2}"
+        "case=tt_rocksmq channels={channels} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw:.0} ratio={ratio:.2} {memory}"
     ));
     summary.push(format!(
-        "case=tt_rocksmq_same_readahead channels={CHANNELS} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw_ahead:.0} ratio={ahead_ratio:.2}"
+        "case=tt_rocksmq_same_readahead channels={channels} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw_ahead:.0} ratio={ahead_ratio:.2}"
     ));
 }
 
-fn names() -> Vec<String> {
-    (0..CHANNELS).map(|c| format!("tt-{c}")).collect()
+fn names(channels: usize) -> Vec<String> {
+    (0..channels).map(|c| format!("tt-{c}")).collect()
 }
 
 fn insert(row: u64, key: u32) -> TsMsg {
@@ -90,19 +117,19 @@ fn insert(row: u64, key: u32) -> TsMsg {
     .with_hash_keys(vec![key])
 }
 
-/// Writes `per_channel` inserts to each channel with a tick on every channel each
-/// `TICK_EVERY` rounds, then closes the queue; returns the number of inserts.
-async fn fill(dir: &tempfile::TempDir, per_channel: u64) -> u64 {
+/// Writes `per_channel` inserts to each of `channels` channels with a tick on every channel
+/// each `TICK_EVERY` rounds, then closes the queue; returns the number of inserts.
+async fn fill(dir: &tempfile::TempDir, channels: usize, per_channel: u64) -> u64 {
     let client: Arc<dyn Client> = Arc::new(RocksmqClient::open(queue_options(dir)).expect("open"));
     let mut stream = MsgStream::new(client.clone(), StreamOptions::default());
-    let names = names();
+    let names = names(channels);
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     stream.as_producer(&refs).await.expect("producers");
     let (mut ts, mut written, mut round) = (1u64, 0u64, 0u64);
     while round < per_channel {
         let mut msgs = Vec::new();
         for _ in 0..TICK_EVERY.min(per_channel - round) {
-            for c in 0..CHANNELS as u32 {
+            for c in 0..channels as u32 {
                 msgs.push(insert(ts, c));
                 ts += 1;
                 written += 1;
@@ -128,10 +155,10 @@ async fn fill(dir: &tempfile::TempDir, per_channel: u64) -> u64 {
 
 /// The tt stream from the earliest message until every insert was delivered, with a
 /// subscription of the pass's own (each pass reads everything).
-async fn tt_read(path: std::path::PathBuf, data: u64, pass: usize) -> f64 {
+async fn tt_read(path: std::path::PathBuf, channels: usize, data: u64, pass: usize) -> f64 {
     let client: Arc<dyn Client> =
         Arc::new(RocksmqClient::open(queue_options_at(&path)).expect("open"));
-    let names = names();
+    let names = names(channels);
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let start = Instant::now();
     let mut stream = TtMsgStream::new(client.clone(), StreamOptions::default());
