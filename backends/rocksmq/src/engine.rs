@@ -2,12 +2,13 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, Weak};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
 use msgstream::mq::ProducerMessage;
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 use crate::ack_grouping::{AckFlusher, AckWrite};
@@ -63,13 +64,6 @@ impl Drop for Inner {
             tracing::warn!(%error, "rocksmq: writing the staged acks of a dropped queue failed");
         }
         self.ledger.record(&self.topics);
-    }
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

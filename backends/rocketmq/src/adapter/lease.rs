@@ -7,13 +7,10 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 type Leases = Arc<Mutex<HashSet<(String, String)>>>;
-
-fn lock(leases: &Leases) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
-    leases.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Held from `subscribe` until the consumer is closed or dropped.
 #[derive(Debug)]

@@ -1,8 +1,8 @@
 //! [`Lease`]: the exclusive hold of one (topic, group) by a live mq consumer.
 
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
-use crate::engine::lock;
 use crate::Rocksmq;
 
 /// Held by a consumer from `subscribe` until it is closed or dropped. The database itself is
