@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
-use msgstream::mq::ProducerMessage;
+use msgstream::mq::{Leases, ProducerMessage};
 use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
@@ -44,8 +44,9 @@ pub(crate) struct Inner {
     /// The promised-ids ledger, and the thread that keeps it current.
     ledger: Ledger,
     ledger_thread: Mutex<Option<LedgerThread>>,
-    /// (topic, group) pairs with a live mq consumer: subscriptions are exclusive.
-    pub leases: Mutex<std::collections::HashSet<(String, String)>>,
+    /// (topic, group) pairs with a live mq consumer. The database is locked to one process,
+    /// so subscriptions are exclusive everywhere.
+    pub leases: Leases,
     /// When the mq consumers' acks are written.
     pub ack_write: AckWrite,
     /// The background writer of grouped acks (idle under [`AckWrite::Immediate`]).
@@ -117,7 +118,7 @@ impl Rocksmq {
             retention_stop: Mutex::new(None),
             retention_thread: Mutex::new(None),
             retention_progress: watch::Sender::new(RetentionProgress::default()),
-            leases: Mutex::new(std::collections::HashSet::new()),
+            leases: Leases::default(),
             lost,
             ledger,
             ledger_thread: Mutex::new(None),
