@@ -10,6 +10,7 @@ use msgstream::mq::{
     Capabilities, Client, Consumer, ConsumerOptions, Leases, MessageId, Producer, Reader,
     ReaderOptions, SubscriptionInfo,
 };
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 use tokio::sync::watch;
 
@@ -84,7 +85,7 @@ impl Shared {
 
     /// Records that the message at `offset` of `queue` was acknowledged to a producer.
     pub fn produced(&self, queue: &MessageQueue, offset: i64) {
-        let mut produced = self.produced.lock().unwrap_or_else(|p| p.into_inner());
+        let mut produced = lock(&self.produced);
         let next = produced.entry(queue.topic.clone()).or_default();
         *next = (*next).max(offset + 1);
     }
@@ -93,12 +94,7 @@ impl Shared {
     /// where this client's producers were acknowledged more.
     pub async fn max_offset(&self, queue: &MessageQueue) -> Result<i64> {
         let broker = self.admin.max_offset(queue).await?;
-        let produced = self
-            .produced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&queue.topic)
-            .copied();
+        let produced = lock(&self.produced).get(&queue.topic).copied();
         Ok(broker.max(produced.unwrap_or(0)))
     }
 
