@@ -20,6 +20,7 @@ pub mod prelude;
 mod produce;
 pub mod retry;
 pub mod stream;
+pub mod sync;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod trace;

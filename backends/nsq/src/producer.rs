@@ -19,6 +19,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use msgstream::sync::lock;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -78,10 +79,6 @@ impl<T> std::ops::Deref for OwnLine<T> {
     fn deref(&self) -> &T {
         &self.0
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Waiters {

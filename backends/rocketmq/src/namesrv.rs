@@ -106,7 +106,7 @@ impl NameServers {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
-        self.routes.lock().unwrap_or_else(|p| p.into_inner())
+        msgstream::sync::lock(&self.routes)
     }
 
     /// The name servers route no `topic` (TOPIC_NOT_EXIST). When every broker of its last known

@@ -23,9 +23,10 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
-use crate::engine::{lock, Inner};
+use crate::engine::Inner;
 use crate::Rocksmq;
 
 /// When the acknowledgement of a consumer (`msgstream::mq::Consumer::ack`) is written.

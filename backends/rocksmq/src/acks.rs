@@ -23,11 +23,11 @@
 
 use std::collections::HashMap;
 
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 use crate::ack_grouping::AckWrite;
 use crate::codec::GroupRecord;
-use crate::engine::lock;
 use crate::group::{get, validate_group};
 use crate::keys::{group_key, CF_GROUPS};
 use crate::store::Store;

@@ -2,12 +2,13 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, Weak};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
-use msgstream::mq::ProducerMessage;
+use msgstream::mq::{Leases, ProducerMessage};
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 use crate::ack_grouping::{AckFlusher, AckWrite};
@@ -43,8 +44,9 @@ pub(crate) struct Inner {
     /// The promised-ids ledger, and the thread that keeps it current.
     ledger: Ledger,
     ledger_thread: Mutex<Option<LedgerThread>>,
-    /// (topic, group) pairs with a live mq consumer: subscriptions are exclusive.
-    pub leases: Mutex<std::collections::HashSet<(String, String)>>,
+    /// (topic, group) pairs with a live mq consumer. The database is locked to one process,
+    /// so subscriptions are exclusive everywhere.
+    pub leases: Leases,
     /// When the mq consumers' acks are written.
     pub ack_write: AckWrite,
     /// The background writer of grouped acks (idle under [`AckWrite::Immediate`]).
@@ -63,13 +65,6 @@ impl Drop for Inner {
             tracing::warn!(%error, "rocksmq: writing the staged acks of a dropped queue failed");
         }
         self.ledger.record(&self.topics);
-    }
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
     }
 }
 
@@ -123,7 +118,7 @@ impl Rocksmq {
             retention_stop: Mutex::new(None),
             retention_thread: Mutex::new(None),
             retention_progress: watch::Sender::new(RetentionProgress::default()),
-            leases: Mutex::new(std::collections::HashSet::new()),
+            leases: Leases::default(),
             lost,
             ledger,
             ledger_thread: Mutex::new(None),

@@ -8,10 +8,10 @@
 //! under one lock.
 
 use msgstream::mq::{validate_channel_name, InitialPosition};
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 use crate::codec::GroupRecord;
-use crate::engine::lock;
 use crate::keys::{group_key, group_name_from_key, topic_prefix, topic_upper_bound, CF_GROUPS};
 use crate::read::Cursor;
 use crate::store::{db_error, Db};

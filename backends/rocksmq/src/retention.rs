@@ -15,10 +15,10 @@
 
 use std::time::Duration;
 
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 use crate::codec::PageRecord;
-use crate::engine::lock;
 use crate::keys::{
     message_id_from_key, message_key, topic_floor_key, topic_prefix, topic_upper_bound,
 };

@@ -55,10 +55,7 @@ impl SharedStr {
         if s.is_empty() {
             return SharedStr::default();
         }
-        let mut names = NAMES
-            .get_or_init(Mutex::default)
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut names = crate::sync::lock(NAMES.get_or_init(Mutex::default));
         let name = match names.get(s) {
             Some(name) => *name,
             None => {

@@ -54,12 +54,9 @@ impl MemoryBroker {
         Arc::new(MemoryBroker::default())
     }
 
-    /// Locks the topic table. A poisoned lock only means another thread panicked while holding
-    /// it; the data it guards is plain values that stay consistent, so it is used as is.
+    /// Locks the topic table (see [`crate::sync::lock`]).
     pub(super) fn topics(&self) -> MutexGuard<'_, HashMap<String, Topic>> {
-        self.topics
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.topics)
     }
 
     /// Runs `f` on `topic`, creating it if needed.

@@ -7,6 +7,8 @@
 
 mod capabilities;
 mod client;
+mod epoch;
+mod lease;
 mod message;
 mod options;
 mod sending;
@@ -14,6 +16,8 @@ mod sending;
 pub use crate::base::{MessageId, Properties};
 pub use capabilities::{Capabilities, Ordering};
 pub use client::{Acker, Client, Consumer, Producer, Reader};
+pub use epoch::DeliveryEpoch;
+pub use lease::{Lease, Leases};
 pub use message::{Delivery, Message, ProducerMessage};
 pub use options::{
     validate_channel_name, ConsumerOptions, InitialPosition, ReaderOptions, SubscriptionInfo,

@@ -2,13 +2,14 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use msgstream::mq::{
     validate_channel_name, Capabilities, Client, Consumer, ConsumerOptions, InitialPosition,
     MessageId, Ordering as Order, Producer, Reader, ReaderOptions, SubscriptionInfo,
 };
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 use super::admin::Admin;
@@ -39,10 +40,6 @@ pub(crate) struct Shared {
     /// Topics known to exist in the configured partition (extensions on).
     created: Mutex<HashSet<String>>,
     closed: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {

@@ -13,9 +13,10 @@
 //! stored: at least once).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 use super::{map_err, BACKEND};
@@ -47,10 +48,6 @@ pub(crate) struct Cluster {
     leaders: Mutex<HashMap<String, String>>,
     /// One publisher per nsqd, opened on first use.
     publishers: Mutex<HashMap<String, Arc<NsqPublisher>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Whether a publish refusal means the partition is not (or no longer) led by that nsqd:

@@ -9,13 +9,14 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
 use async_trait::async_trait;
 use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
 use msgstream::msg::SharedStr;
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
@@ -56,10 +57,6 @@ struct Acks {
     /// Wakes the touch task when the interval shrank, so a message delivered while it slept
     /// the longer interval is touched in time.
     touch_sooner: Notify,
-}
-
-fn lock(m: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Acks {

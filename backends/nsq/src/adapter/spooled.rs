@@ -26,12 +26,13 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
 use msgstream::msg::SharedStr;
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 use tokio::sync::Notify;
 
@@ -47,10 +48,6 @@ const AHEAD: usize = 4096;
 
 /// How long the pump waits after a failed spool write before it tries again.
 const RETRY_AFTER: Duration = Duration::from_millis(500);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The spool and the bookkeeping around it, shared by the consumer, its pump and its ackers.
 struct Journal {

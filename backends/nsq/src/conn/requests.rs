@@ -54,7 +54,7 @@ struct Queued {
 
 impl Shard {
     fn lock(&self) -> MutexGuard<'_, Queued> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        msgstream::sync::lock(&self.0)
     }
 }
 

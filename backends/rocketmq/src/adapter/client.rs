@@ -1,19 +1,19 @@
 //! [`RocketMqClient`]: the `msgstream::mq::Client` of a RocketMQ cluster.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use msgstream::mq::{
-    Capabilities, Client, Consumer, ConsumerOptions, MessageId, Producer, Reader, ReaderOptions,
-    SubscriptionInfo,
+    Capabilities, Client, Consumer, ConsumerOptions, Leases, MessageId, Producer, Reader,
+    ReaderOptions, SubscriptionInfo,
 };
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 use tokio::sync::watch;
 
-use super::lease::check_free;
 use super::{
     broker_name, channel_name, offset_of, RocketMqConsumer, RocketMqProducer, RocketMqReader,
 };
@@ -44,8 +44,9 @@ pub(crate) struct Shared {
     pub producer: RawProducer,
     /// Consumers with acks staged and not yet flushed.
     pub staged: Arc<super::staged::Staged>,
-    /// (channel, subscription) pairs with a live consumer (see the lease module).
-    pub leases: Arc<Mutex<HashSet<(String, String)>>>,
+    /// (channel, subscription) pairs with a live consumer: subscriptions are exclusive per
+    /// client (RocketMQ cannot tell one process about another's consumers).
+    pub leases: Leases,
     closed: AtomicBool,
     pub closing: watch::Sender<bool>,
     /// Per broker-side topic, the offset after the newest message this client's producers
@@ -84,7 +85,7 @@ impl Shared {
 
     /// Records that the message at `offset` of `queue` was acknowledged to a producer.
     pub fn produced(&self, queue: &MessageQueue, offset: i64) {
-        let mut produced = self.produced.lock().unwrap_or_else(|p| p.into_inner());
+        let mut produced = lock(&self.produced);
         let next = produced.entry(queue.topic.clone()).or_default();
         *next = (*next).max(offset + 1);
     }
@@ -93,12 +94,7 @@ impl Shared {
     /// where this client's producers were acknowledged more.
     pub async fn max_offset(&self, queue: &MessageQueue) -> Result<i64> {
         let broker = self.admin.max_offset(queue).await?;
-        let produced = self
-            .produced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&queue.topic)
-            .copied();
+        let produced = lock(&self.produced).get(&queue.topic).copied();
         Ok(broker.max(produced.unwrap_or(0)))
     }
 
@@ -161,7 +157,7 @@ impl RocketMqClient {
                 namespace,
                 producer,
                 staged: Arc::default(),
-                leases: Arc::default(),
+                leases: Leases::default(),
                 closed: AtomicBool::new(false),
                 closing: watch::channel(false).0,
                 produced: Mutex::default(),
@@ -226,7 +222,7 @@ impl Client for RocketMqClient {
         let group = self
             .shared
             .group(&broker_name("topic", topic)?, subscription)?;
-        check_free(&self.shared.leases, topic, Some(subscription))?;
+        self.shared.leases.check_free(topic, Some(subscription))?;
         Ok(self
             .shared
             .admin
@@ -237,7 +233,7 @@ impl Client for RocketMqClient {
     async fn delete_topic(&self, topic: &str) -> Result<()> {
         self.shared.check_open()?;
         let name = broker_name("topic", topic)?;
-        check_free(&self.shared.leases, topic, None)?;
+        self.shared.leases.check_free(topic, None)?;
         let wrapped = self.shared.namespace.wrap(&name);
         let groups = match self.shared.admin.groups_of_topic(&wrapped).await {
             Ok(groups) => groups,

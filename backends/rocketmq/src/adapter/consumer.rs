@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use msgstream::mq::{
-    Acker, Consumer, ConsumerOptions, Delivery, InitialPosition, Message, MessageId,
+    Acker, Consumer, ConsumerOptions, Delivery, DeliveryEpoch, InitialPosition, Lease, Message,
+    MessageId,
 };
 use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::client::Shared;
-use super::lease::Lease;
 use super::staged::Staged;
 use super::{broker_name, channel_error, checked_offset, id_of, offset_of, to_message};
 use crate::consumer::{ConsumeFrom, ConsumerOptions as LiteOptions, LitePullConsumer};
@@ -44,7 +44,7 @@ pub(super) struct Acks {
     channel: SharedStr,
     queue: MessageQueue,
     lite: LitePullConsumer,
-    epoch: AtomicU64,
+    epoch: DeliveryEpoch,
     /// The next offset to consume as acked so far (acks are cumulative: it never moves back,
     /// except by a seek).
     acked: AtomicI64,
@@ -95,13 +95,7 @@ impl Acks {
                 message.topic, self.channel
             )));
         }
-        let epoch = self.epoch.load(Ordering::Acquire);
-        if message.delivery.epoch != epoch {
-            return Err(Error::StaleDelivery(format!(
-                "message {:?} was delivered in epoch {}, the consumer is at epoch {epoch} (it seeked or was re-created since)",
-                message.id, message.delivery.epoch
-            )));
-        }
+        self.epoch.check(message)?;
         let next = offset_of(&message.id)? + 1;
         if self.acked.fetch_max(next, Ordering::AcqRel) < next {
             self.lite.update_offset(&self.queue, next)?;
@@ -144,7 +138,7 @@ impl RocketMqConsumer {
     pub(crate) async fn open(shared: Arc<Shared>, options: ConsumerOptions) -> Result<Self> {
         let topic = broker_name("topic", &options.topic)?;
         let group = shared.group(&topic, &options.subscription)?;
-        let lease = Lease::take(&shared.leases, &options.topic, &options.subscription)?;
+        let lease = shared.leases.take(&options.topic, &options.subscription)?;
         let queue = shared.ensure_topic(&topic).await?;
         let wrapped_group = shared.namespace.wrap(&group);
         let admin = &shared.admin;
@@ -187,7 +181,7 @@ impl RocketMqConsumer {
                 channel: SharedStr::interned(&options.topic),
                 queue,
                 lite,
-                epoch: AtomicU64::new(EPOCHS.fetch_add(1, Ordering::Relaxed)),
+                epoch: DeliveryEpoch::new(EPOCHS.fetch_add(1, Ordering::Relaxed)),
                 acked: AtomicI64::new(acked),
                 closed: AtomicBool::new(false),
                 me: me.clone(),
@@ -257,7 +251,7 @@ impl Consumer for RocketMqConsumer {
             match polled {
                 Ok(Some(request)) => {
                     let delivery = Delivery {
-                        epoch: self.acks.epoch.load(Ordering::Acquire),
+                        epoch: self.acks.epoch.current(),
                     };
                     let channel = &self.acks.channel;
                     self.buffer.extend(
@@ -313,7 +307,7 @@ impl Consumer for RocketMqConsumer {
         self.corrupt = None;
         self.acks
             .epoch
-            .store(EPOCHS.fetch_add(1, Ordering::Relaxed), Ordering::Release);
+            .renew(EPOCHS.fetch_add(1, Ordering::Relaxed));
         Ok(())
     }
 

@@ -3,7 +3,6 @@
 
 mod client;
 mod consumer;
-mod lease;
 mod producer;
 mod reader;
 mod staged;

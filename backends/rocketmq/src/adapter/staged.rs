@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
+use msgstream::sync::lock;
 use msgstream::{Error, Result};
 
 use super::consumer::Acks;
@@ -17,7 +18,7 @@ pub(crate) struct Staged {
 
 impl Staged {
     pub(super) fn add(&self, acks: Weak<Acks>) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = lock(&self.pending);
         if !pending.iter().any(|p| p.ptr_eq(&acks)) {
             pending.push(acks);
         }
@@ -26,13 +27,12 @@ impl Staged {
     /// Persists every pending acker's queue offset concurrently; the first error is returned
     /// and the ackers that failed stay pending.
     pub(super) async fn flush(&self) -> Result<()> {
-        let pending: Vec<Arc<Acks>> =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
-                .iter()
-                .filter_map(Weak::upgrade)
-                // A closed consumer persisted its offset at close.
-                .filter(|acks| !acks.closed.load(Ordering::Acquire))
-                .collect();
+        let pending: Vec<Arc<Acks>> = std::mem::take(&mut *lock(&self.pending))
+            .iter()
+            .filter_map(Weak::upgrade)
+            // A closed consumer persisted its offset at close.
+            .filter(|acks| !acks.closed.load(Ordering::Acquire))
+            .collect();
         let mut tasks = tokio::task::JoinSet::new();
         for acks in pending {
             tasks.spawn(async move {

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use msgstream::sync::lock;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::fetch::Fetched;
@@ -182,11 +183,7 @@ impl LitePullConsumer {
             return Err(e);
         }
         self.inner.state().started = true;
-        let notices = self
-            .notices
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let notices = lock(&self.notices).take();
         let tasks = super::background::spawn(&self.inner, mode, notices);
         self.inner.state().background.extend(tasks);
         Ok(())

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
+use msgstream::sync::lock;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 
@@ -84,7 +85,7 @@ struct Inner {
 
 impl Inner {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     fn selector_of(&self, topic: &str) -> Selector {

@@ -22,7 +22,7 @@ pub struct OffsetStore {
 
 impl OffsetStore {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<MessageQueue, Entry>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+        msgstream::sync::lock(&self.entries)
     }
 
     /// The in-memory offset of `mq`.

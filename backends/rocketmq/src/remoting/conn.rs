@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use msgstream::sync::lock;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
@@ -243,10 +244,6 @@ impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         lock(self.0).remove(&self.1);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[path = "conn_tasks.rs"]

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use msgstream::sync::lock;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, watch};
 
-use super::{encode, lock, HeartbeatBody, Shared};
+use super::{encode, HeartbeatBody, Shared};
 use crate::protocol::codes;
 use crate::remoting::codec::{split_frame, Command};
 use crate::remoting::liveness::Next;

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use msgstream::sync::lock;
 use tokio::sync::mpsc;
 
 use super::backoff::{self, log_failure, Streak};
@@ -113,7 +114,7 @@ impl Remoting {
 
     /// Replaces the HEART_BEAT body every broker connection of the pool sends.
     pub fn set_heartbeat(&self, body: Bytes) {
-        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = body;
+        *lock(&self.heartbeat) = body;
     }
 
     /// Goes back to the plain heartbeat (before leaving a group, so that no heartbeat joins it
@@ -124,15 +125,12 @@ impl Remoting {
 
     /// Marks `addrs` as name servers: their connections send no heartbeats.
     pub fn add_name_servers(&self, addrs: &[String]) {
-        self.name_servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(addrs.iter().cloned());
+        lock(&self.name_servers).extend(addrs.iter().cloned());
     }
 
     async fn connection(&self, addr: &str) -> Result<Arc<Connection>> {
         let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let mut slots = lock(&self.slots);
             slots.entry(addr.to_owned()).or_default().clone()
         };
         let mut slot = slot.lock().await;
@@ -193,21 +191,12 @@ impl Remoting {
     }
 
     fn is_name_server(&self, addr: &str) -> bool {
-        self.name_servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(addr)
+        lock(&self.name_servers).contains(addr)
     }
 
     /// Closes every connection.
     pub fn close(&self) {
-        let slots: Vec<_> = self
-            .slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, slot)| slot)
-            .collect();
+        let slots: Vec<_> = lock(&self.slots).drain().map(|(_, slot)| slot).collect();
         for slot in slots {
             if let Ok(slot) = slot.try_lock() {
                 if let Some(conn) = &slot.conn {

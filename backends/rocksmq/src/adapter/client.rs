@@ -7,7 +7,6 @@ use msgstream::mq::{
 };
 use msgstream::Result;
 
-use super::lease::{check_free, Lease};
 use super::{checked_position, engine_id, RocksmqConsumer, RocksmqProducer, RocksmqReader};
 use crate::{Rocksmq, RocksmqOptions};
 
@@ -54,7 +53,11 @@ impl Client for RocksmqClient {
         validate_channel_name("topic", &options.topic)?;
         validate_channel_name("subscription", &options.subscription)?;
         self.engine.create_topic(&options.topic)?;
-        let lease = Lease::take(&self.engine, &options.topic, &options.subscription)?;
+        let lease = self
+            .engine
+            .inner
+            .leases
+            .take(&options.topic, &options.subscription)?;
         self.engine.create_group_if_missing(
             &options.topic,
             &options.subscription,
@@ -130,7 +133,10 @@ impl Client for RocksmqClient {
     async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {
         validate_channel_name("topic", topic)?;
         validate_channel_name("subscription", subscription)?;
-        check_free(&self.engine, topic, Some(subscription))?;
+        self.engine
+            .inner
+            .leases
+            .check_free(topic, Some(subscription))?;
         if !self.engine.topic_exists(topic)?
             || !self.engine.consumer_group_exists(topic, subscription)?
         {
@@ -141,7 +147,7 @@ impl Client for RocksmqClient {
 
     async fn delete_topic(&self, topic: &str) -> Result<()> {
         validate_channel_name("topic", topic)?;
-        check_free(&self.engine, topic, None)?;
+        self.engine.inner.leases.check_free(topic, None)?;
         if !self.engine.topic_exists(topic)? {
             return Ok(());
         }

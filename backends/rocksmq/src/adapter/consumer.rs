@@ -1,15 +1,14 @@
 //! [`RocksmqConsumer`]: one consumer of a durable subscription (consumer group).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use msgstream::mq::{Acker, Consumer, Delivery, Message, MessageId};
+use msgstream::mq::{Acker, Consumer, Delivery, DeliveryEpoch, Lease, Message, MessageId};
 use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
-use super::lease::Lease;
 use super::{checked_position, engine_id, to_message};
 use crate::{Rocksmq, Subscription};
 
@@ -41,7 +40,7 @@ struct RocksmqAcker {
     engine: Rocksmq,
     topic: SharedStr,
     group: String,
-    epoch: AtomicU64,
+    epoch: DeliveryEpoch,
     closed: AtomicBool,
 }
 
@@ -77,13 +76,7 @@ impl RocksmqAcker {
                 message.topic, self.topic
             )));
         }
-        let epoch = self.epoch.load(Ordering::Acquire);
-        if message.delivery.epoch != epoch {
-            return Err(Error::StaleDelivery(format!(
-                "message {:?} was delivered in epoch {}, the consumer is at epoch {epoch} (it seeked or was re-created since)",
-                message.id, message.delivery.epoch
-            )));
-        }
+        self.epoch.check(message)?;
         engine_id(&message.id)
     }
 }
@@ -96,7 +89,7 @@ impl RocksmqConsumer {
         lease: Lease,
     ) -> Self {
         let acks = Arc::new(RocksmqAcker {
-            epoch: AtomicU64::new(engine.next_epoch()),
+            epoch: DeliveryEpoch::new(engine.next_epoch()),
             engine,
             topic: SharedStr::interned(subscription.topic()),
             group: subscription.group().to_string(),
@@ -145,7 +138,7 @@ impl Consumer for RocksmqConsumer {
                 return Ok(self.buffer.drain(..max).collect());
             }
             let delivery = Delivery {
-                epoch: self.acks.epoch.load(Ordering::Acquire),
+                epoch: self.acks.epoch.current(),
             };
             let topic = &self.acks.topic;
             let read = self
@@ -177,9 +170,7 @@ impl Consumer for RocksmqConsumer {
         let position = checked_position(&self.acks.engine, &self.acks.topic, id, inclusive)?;
         self.subscription.seek(position)?;
         self.buffer.clear();
-        self.acks
-            .epoch
-            .store(self.acks.engine.next_epoch(), Ordering::Release);
+        self.acks.epoch.renew(self.acks.engine.next_epoch());
         Ok(())
     }
 

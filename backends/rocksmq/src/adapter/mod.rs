@@ -6,7 +6,6 @@
 
 mod client;
 mod consumer;
-mod lease;
 mod producer;
 mod reader;
 
