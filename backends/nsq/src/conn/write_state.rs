@@ -108,6 +108,6 @@ impl WriteShared {
     }
 
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        msgstream::sync::lock(&self.pending)
     }
 }
