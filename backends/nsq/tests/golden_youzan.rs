@@ -120,11 +120,6 @@ async fn y2_lookups_before_any_channel() {
     // Steps 41-54 read the channels Y3-Y6 created, 25 s later in the recording.
     on("youzan-cluster-Y2-lookup.jsonl", &cluster)
         .stop_after(40)
-        .skip(
-            &[37, 38],
-            "/listlookup names the lookupd's TCP and RPC ports (as strings), which the test \
-             lookupd does not have",
-        )
         .check()
         .await;
 }
