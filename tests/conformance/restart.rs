@@ -308,10 +308,28 @@ async fn rocketmq_restart_from_subscription_after_sigkill() {
     .await;
 }
 
-/// With the partition/offset extensions the tt stream reads through ordered channels and its
+/// In a Youzan cluster (consume offsets) the tt stream reads through ordered channels and its
 /// acks move the subscription's channel over HTTP, answered by nsqd: durable as on the other
 /// backends. (Upstream nsqd redelivers a killed consumer's messages only after they time out,
 /// in no order: that mode promises at-least-once of messages, not of packs.)
+#[cfg(feature = "nsq")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nsq_cluster_restart_from_subscription_after_sigkill() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let server = crate::harness::nsq_cluster_server().await;
+    let (nsqd, nsqd_http, lookupd) = server.config_addresses();
+    let config = format!(
+        "backend = \"nsq\"\n[nsq]\nnsqd = {nsqd:?}\nnsqd_http = {nsqd_http:?}\nlookupd = {lookupd:?}\n\
+         extensions = \"partitions\"\ncluster = true\npartitions = 2\npartition = 1\nmax_in_flight = 64\n",
+    );
+    restart_from_subscription(&config, &|_| {}).await;
+    drop(server);
+}
+
+/// A standalone Youzan nsqd (no consume offsets): the tt stream reads through the spool, as
+/// upstream (below); the kills land once everything is spooled.
 #[cfg(feature = "nsq")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nsq_partitions_restart_from_subscription_after_sigkill() {
@@ -319,12 +337,20 @@ async fn nsq_partitions_restart_from_subscription_after_sigkill() {
         return;
     }
     let server = crate::harness::nsq_server(true).await;
+    let spool = tempfile::tempdir().expect("tempdir");
     let config = format!(
-        "backend = \"nsq\"\n[nsq]\nnsqd = [{:?}]\nnsqd_http = [{:?}]\nextensions = \"partitions\"\nmax_in_flight = 64\n",
+        "backend = \"nsq\"\n[nsq]\nnsqd = [{:?}]\nnsqd_http = [{:?}]\nextensions = \"partitions\"\nspool_dir = {:?}\n",
         server.tcp_addr().to_string(),
-        server.http_addr().to_string()
+        server.http_addr().to_string(),
+        spool.path().display().to_string(),
     );
-    restart_from_subscription(&config, &|_| {}).await;
+    let http = server.http_addr();
+    restart_from_subscription(&config, &|channels| {
+        for channel in channels {
+            wait_until_spooled(http, channel);
+        }
+    })
+    .await;
     drop(server);
 }
 

@@ -1,8 +1,9 @@
 //! The mq adapter against the test server, in both modes: upstream (`extensions = none`) and
-//! Youzan (`extensions = partitions`). The core's contract checks run against both modes in the
-//! workspace's conformance suite (`tests/conformance`); these are the adapter's own. Each mode
-//! runs against the external server when `MSGSTREAM_NSQ_*` names one of that mode
-//! (`common::server`); `fixture_` tests need test servers of their own.
+//! Youzan (`extensions = partitions`), standalone or a cluster (`cluster = true`, where consume
+//! offsets give seek, readers and the latest id). The core's contract checks run against every
+//! mode in the workspace's conformance suite (`tests/conformance`); these are the adapter's
+//! own. Each mode runs against the external server when `MSGSTREAM_NSQ_*` names one of that
+//! mode (`common::server`); `fixture_` tests need test servers of their own.
 
 mod common;
 
@@ -16,7 +17,7 @@ use msgstream::mq::{
 use msgstream::testkit::Harness;
 use msgstream::Error;
 use msgstream_nsq::{Extensions, NsqClient, NsqConfig};
-use msgstream_nsq_testd::TestLookupd;
+use msgstream_nsq_testd::{ClusterOptions, TestCluster};
 
 async fn harness(extensions: Extensions) -> Harness {
     let server = common::server(match extensions {
@@ -47,6 +48,102 @@ async fn partitions() -> Harness {
 
 async fn upstream() -> Harness {
     harness(Extensions::None).await
+}
+
+/// The adapter with consume offsets (seek, readers, latest id), which only a Youzan cluster
+/// serves: the external one when `MSGSTREAM_NSQ_CLUSTER=true`, else an in-process cluster.
+async fn offsets() -> Harness {
+    if common::external().is_some_and(|e| e.cluster) {
+        let server = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
+        let config = NsqConfig {
+            max_in_flight: 64,
+            ..common::partitions_config(&server)
+        };
+        let client = NsqClient::connect(config).await.expect("client");
+        return Harness::new(Arc::new(client), server);
+    }
+    let cluster = TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("test cluster");
+    let client = NsqClient::connect(cluster_config(&cluster, 0))
+        .await
+        .expect("client");
+    Harness::new(Arc::new(client), cluster)
+}
+
+/// A client of `cluster` knowing every node, its channels in `partition` of two.
+fn cluster_config(cluster: &TestCluster, partition: u32) -> NsqConfig {
+    let addrs = |f: fn(&msgstream_nsq_testd::TestServer) -> std::net::SocketAddr| {
+        cluster.nsqds().iter().map(|n| f(n).to_string()).collect()
+    };
+    NsqConfig {
+        nsqd: addrs(msgstream_nsq_testd::TestServer::tcp_addr),
+        nsqd_http: addrs(msgstream_nsq_testd::TestServer::http_addr),
+        lookupd: vec![cluster.lookupd_http_addr().to_string()],
+        extensions: Extensions::Partitions,
+        cluster: true,
+        partitions: 2,
+        partition,
+        max_in_flight: 64,
+        ..NsqConfig::default()
+    }
+}
+
+/// A standalone Youzan nsqd has no consume offsets (it refuses `virtual_queue:`, transcript
+/// Y8): seek, readers and the latest id are `Unsupported`, declared so; a new subscription
+/// starts without an offset and, as the topic's first channel, gets what was published
+/// before it (Y8 63); order is best effort (a closed connection's messages come back in no
+/// fixed order, Y8 127-129).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_partitions_have_no_offsets() {
+    // The standalone server of this mode (an external cluster is no standalone nsqd).
+    let server = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
+    let client = NsqClient::connect(NsqConfig {
+        nsqd: vec![server.tcp_addr().to_string()],
+        nsqd_http: vec![server.http_addr().to_string()],
+        extensions: Extensions::Partitions,
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    let caps = client.capabilities();
+    assert_eq!(
+        (caps.seek, caps.readers, caps.latest_id, caps.ordering),
+        (false, false, false, msgstream::mq::Ordering::BestEffort)
+    );
+    let topic = common::topic("standalone");
+    let producer = client.create_producer(&topic).await.expect("producer");
+    let sent = producer
+        .send(ProducerMessage::new("before"))
+        .await
+        .expect("send");
+    let mut consumer = client
+        .subscribe(
+            ConsumerOptions::new(&topic, "g")
+                .with_initial_position(msgstream::mq::InitialPosition::Earliest),
+        )
+        .await
+        .expect("a new subscription at Earliest, without an offset");
+    let first = recv(&mut consumer).await;
+    assert_eq!((&first.id, first.payload.as_ref()), (&sent, &b"before"[..]));
+    consumer.ack(&first).await.expect("ack");
+    assert!(matches!(
+        consumer.latest_message_id().await,
+        Err(Error::Unsupported { .. })
+    ));
+    assert!(matches!(
+        consumer.seek(&first.id, true).await,
+        Err(Error::Unsupported { .. })
+    ));
+    let reader = client
+        .create_reader(ReaderOptions {
+            topic: topic.clone(),
+            start: client.earliest_message_id(),
+            inclusive: true,
+        })
+        .await;
+    assert!(matches!(reader, Err(Error::Unsupported { .. })));
+    consumer.close().await;
 }
 
 async fn recv(consumer: &mut Box<dyn Consumer>) -> Message {
@@ -260,15 +357,17 @@ async fn a_broken_envelope_is_reported_once_and_foreign_bodies_pass() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_a_seek_failing_after_the_subscription_closed_reads_on() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let server = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
-    let client = NsqClient::connect(NsqConfig {
-        nsqd: vec![server.tcp_addr().to_string()],
-        nsqd_http: vec![server.http_addr().to_string()],
-        extensions: Extensions::Partitions,
-        ..NsqConfig::default()
-    })
-    .await
-    .expect("client");
+    if common::external().is_some() {
+        panic!("a fixture test: run it without MSGSTREAM_NSQ_NSQD or skip it with `-- --skip fixture_`");
+    }
+    let cluster = TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("test cluster");
+    // Partition 0 is led by the first node.
+    let server = &cluster.nsqds()[0];
+    let client = NsqClient::connect(cluster_config(&cluster, 0))
+        .await
+        .expect("client");
     let topic = common::topic("seek-fails");
     let producer = client.create_producer(&topic).await.expect("producer");
     let mut consumer = client
@@ -401,7 +500,7 @@ async fn foreign_bodies_in_flight_are_acked_one_by_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_id_is_the_last_delivered_one_and_seeks_exactly() {
-    let harness = partitions().await;
+    let harness = offsets().await;
     let client = harness.client();
     assert!(client.capabilities().latest_id);
     let topic = common::topic("newest");
@@ -489,7 +588,7 @@ async fn latest_id_is_the_last_delivered_one_and_seeks_exactly() {
 async fn latest_id_while_publishing_is_always_a_real_message() {
     // A publish racing between `/stats` and `/message/get` must not pair one message's offset
     // with a later end: every answer is the id of a message the consumer gets.
-    let harness = partitions().await;
+    let harness = offsets().await;
     let client = harness.client();
     let topic = common::topic("racing");
     let mut consumer = client
@@ -558,24 +657,20 @@ async fn latest_id_while_publishing_is_always_a_real_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_readers_find_their_partition_through_lookupd() {
-    // Partition 0 of the topic lives on `a`, partition 1 on `b`; the client knows `b` only
-    // as a TCP address to publish to and has no nsqd_http: the reader of partition 1 must
-    // reach `b`'s TCP and HTTP through lookupd. (Two servers and the test lookupd: fixture.)
-    let a = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
-    let b = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
-    let lookupd = TestLookupd::start(&[&a, &b]).await.expect("lookupd");
-    let http_post = async |addr, target: &str| common::http(addr, "POST", target, b"decoy").await.0;
-    common::create_youzan_topic(&a, "routed", 1).await;
-    assert_eq!(
-        http_post(a.http_addr(), "/pub?topic=routed&partition=0").await,
-        200
-    );
+    // Partition 0 of the topic is led by node 0, partition 1 by node 1; the client knows node 0
+    // only, as a TCP address, and has no nsqd_http: the reader of partition 1 must reach node
+    // 1's TCP and HTTP through lookupd. (A cluster of its own: fixture.)
+    if common::external().is_some() {
+        panic!("a fixture test: run it without MSGSTREAM_NSQ_NSQD or skip it with `-- --skip fixture_`");
+    }
+    let cluster = TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("test cluster");
+    let node0 = &cluster.nsqds()[0];
     let client = NsqClient::connect(NsqConfig {
-        nsqd: vec![b.tcp_addr().to_string()],
-        lookupd: vec![lookupd.http_addr().to_string()],
-        extensions: Extensions::Partitions,
-        partition: 1,
-        ..NsqConfig::default()
+        nsqd: vec![node0.tcp_addr().to_string()],
+        nsqd_http: Vec::new(),
+        ..cluster_config(&cluster, 1)
     })
     .await
     .expect("client");
@@ -586,6 +681,14 @@ async fn fixture_readers_find_their_partition_through_lookupd() {
         "lookupd names the reader's nsqd; seek and latest still need nsqd_http"
     );
     let producer = client.create_producer("routed").await.expect("producer");
+    let (status, _) = common::http(
+        node0.http_addr(),
+        "POST",
+        "/pub?topic=routed&partition=0",
+        b"decoy",
+    )
+    .await;
+    assert_eq!(status, 200, "a message in the other partition");
     let mut ids = Vec::new();
     for i in 0..3 {
         ids.push(
@@ -643,18 +746,6 @@ async fn fixture_readers_find_their_partition_through_lookupd() {
     assert!(
         missing.is_ok(),
         "the reader creates its topic, then finds it"
-    );
-    drop(lookupd);
-    assert!(
-        client
-            .create_reader(ReaderOptions {
-                topic: "routed".into(),
-                start: client.earliest_message_id(),
-                inclusive: true,
-            })
-            .await
-            .is_err(),
-        "no lookupd, no reader (an error, not a hang)"
     );
 }
 

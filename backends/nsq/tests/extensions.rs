@@ -1,6 +1,8 @@
 //! The consumer with the Youzan extensions: ordered delivery, consume offsets (seek), and one
 //! connection per (nsqd, partition) found through lookupd. Tests on `youzan` run against an
-//! external server too; `fixture_` tests need test servers of their own.
+//! external server too; consume offsets (`virtual_queue:`, `timestamp:`) need the coordinator,
+//! so their tests run on an in-process cluster (`offsets_cluster`); `fixture_` tests need test
+//! servers of their own.
 
 mod common;
 
@@ -64,8 +66,10 @@ async fn ordered_delivery_survives_a_requeue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seek_to_a_stored_partition_and_offset() {
-    let (s, yz) = youzan(2).await;
-    let producer = producer(&[&s]);
+    let yz = topic("yz");
+    let cluster = offsets_cluster(&yz, 2).await;
+    let s = &cluster.nsqds()[1];
+    let producer = producer(&[s]);
     let mut receipts = Vec::new();
     for i in 0..10u64 {
         receipts.push(
@@ -75,7 +79,7 @@ async fn seek_to_a_stored_partition_and_offset() {
                 .expect("pub"),
         );
     }
-    let mut config = consumer_config(&[&s], &yz, "replay");
+    let mut config = consumer_config(&[s], &yz, "replay");
     config.mode = SubscribeMode::Advanced;
     config.partition = Some(1);
     config.max_in_flight = 4;
@@ -168,15 +172,17 @@ async fn fixture_one_connection_per_partition_through_lookupd() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timestamp_offsets_start_at_a_publish_time() {
-    let (s, yz) = youzan(1).await;
-    let producer = producer(&[&s]);
+    let yz = topic("yz");
+    let cluster = offsets_cluster(&yz, 1).await;
+    let s = &cluster.nsqds()[0];
+    let producer = producer(&[s]);
     producer.publish_to(&yz, 0, b"old").await.expect("pub");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs();
     for (channel, secs, first) in [("past", now - 3600, "old"), ("future", now + 3600, "new")] {
-        let mut config = consumer_config(&[&s], &yz, channel);
+        let mut config = consumer_config(&[s], &yz, channel);
         config.mode = SubscribeMode::Advanced;
         config.partition = Some(0);
         config.offset = Some(ConsumeOffset::Timestamp(secs));

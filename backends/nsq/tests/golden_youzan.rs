@@ -120,11 +120,6 @@ async fn y2_lookups_before_any_channel() {
     // Steps 41-54 read the channels Y3-Y6 created, 25 s later in the recording.
     on("youzan-cluster-Y2-lookup.jsonl", &cluster)
         .stop_after(40)
-        .skip(
-            &[37, 38],
-            "/listlookup names the lookupd's TCP and RPC ports (as strings), which the test \
-             lookupd does not have",
-        )
         .check()
         .await;
 }
@@ -210,11 +205,6 @@ async fn y6_consume_offsets() {
 /// nsqlookupd 1.3.0, not as the fork's lookupd without coordinator.
 const STANDALONE_LOOKUPD: &str =
     "the fork's lookupd without coordinator (/info ha_support, MISSING_COORDINATOR) is not modelled";
-/// Why Y8's offset refusals are left out: the lone test server keeps serving consume offsets,
-/// which the suite's offset checks on a standalone server use.
-const OFFSETS: &str = "the standalone test server serves virtual_queue:, msgcount: and timestamp: \
-                       offsets, which a standalone Youzan nsqd refuses";
-
 /// The recorded standalone endpoints (Y8: no coordinator).
 const STANDALONE_TCP: &str = "127.0.0.1:24150";
 const STANDALONE_HTTP: &str = "127.0.0.1:24151";
@@ -238,10 +228,6 @@ async fn y8_a_standalone_youzan_nsqd() {
         .skip(
             &[5, 6, 137, 138, 139, 140, 141, 142, 143, 144],
             STANDALONE_LOOKUPD,
-        )
-        .skip(
-            &[72, 73, 74, 75, 76, 77, 83, 84, 85, 86, 87, 88, 89, 90],
-            OFFSETS,
         )
         .skip(&[145, 146], STATS)
         // The standalone fork hands new messages over up to ~2.5 s late (Y8 68, 116-118); the

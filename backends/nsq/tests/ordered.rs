@@ -1,8 +1,11 @@
 //! Consumers that ask for order (`ConsumerOptions::in_order`, as the timetick stream does) with
 //! partitions: read through an ordered channel (`SUB_ORDERED`), which sends the next message
 //! only after a FIN, while acks move the subscription's own channel, so a restart from the
-//! subscription is at-least-once. The timetick stream over them (packs, replay, a SIGKILLed
-//! consumer restarted from its subscription) runs in the workspace's conformance suite.
+//! subscription is at-least-once. Both need consume offsets, which only a Youzan cluster
+//! serves (a standalone nsqd refuses them, transcript Y8: there ordered consumers are spooled),
+//! so these run on an in-process cluster. The timetick stream over them (packs, replay, a
+//! SIGKILLed consumer restarted from its subscription) runs in the workspace's conformance
+//! suite.
 
 mod common;
 
@@ -15,12 +18,27 @@ use msgstream::stream::StreamOptions;
 use msgstream::testkit::insert;
 use msgstream::tt::TtMsgStream;
 use msgstream_nsq::{ConsumerConfig, Extensions, NsqClient, NsqConfig, SubscribeMode};
+use msgstream_nsq_testd::{ClusterOptions, TestCluster, TestServer};
 
-fn config(tcp: String, http: String) -> NsqConfig {
+/// A Youzan cluster of one nsqd, which leads every topic the client creates (one partition).
+async fn cluster() -> TestCluster {
+    TestCluster::start(ClusterOptions {
+        nsqds: 1,
+        ..ClusterOptions::default()
+    })
+    .await
+    .expect("test cluster")
+}
+
+fn config(cluster: &TestCluster) -> NsqConfig {
+    let node = &cluster.nsqds()[0];
     NsqConfig {
-        nsqd: vec![tcp],
-        nsqd_http: vec![http],
+        nsqd: vec![node.tcp_addr().to_string()],
+        nsqd_http: vec![node.http_addr().to_string()],
+        lookupd: vec![cluster.lookupd_http_addr().to_string()],
         extensions: Extensions::Partitions,
+        cluster: true,
+        partitions: 1,
         ..NsqConfig::default()
     }
 }
@@ -39,13 +57,9 @@ async fn lag(client: &NsqClient, topic: &str, subscription: &str) -> Option<u64>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordered_reads_need_no_ack_and_acks_move_the_subscription() {
-    let server = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
-    let client = NsqClient::connect(config(
-        server.tcp_addr().to_string(),
-        server.http_addr().to_string(),
-    ))
-    .await
-    .expect("client");
+    let cluster = cluster().await;
+    let server = &cluster.nsqds()[0];
+    let client = NsqClient::connect(config(&cluster)).await.expect("client");
     let topic = common::topic("ordered");
     let options = ConsumerOptions::new(&topic, "tt").in_order();
     let mut consumer = client.subscribe(options.clone()).await.expect("subscribe");
@@ -119,13 +133,9 @@ async fn ordered_reads_need_no_ack_and_acks_move_the_subscription() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_ordered_reading_resumes_in_place_after_dropped_connections() {
-    let server = common::fixture_server(msgstream_nsq_testd::Extensions::Partitions).await;
-    let client = NsqClient::connect(config(
-        server.tcp_addr().to_string(),
-        server.http_addr().to_string(),
-    ))
-    .await
-    .expect("client");
+    let cluster = cluster().await;
+    let server = &cluster.nsqds()[0];
+    let client = NsqClient::connect(config(&cluster)).await.expect("client");
     let topic = common::topic("ordered-drop");
     let mut consumer = client
         .subscribe(ConsumerOptions::new(&topic, "tt").in_order())
@@ -148,15 +158,8 @@ async fn fixture_ordered_reading_resumes_in_place_after_dropped_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeking_an_ordered_consumer_moves_its_subscription() {
-    let server = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
-    let client = Arc::new(
-        NsqClient::connect(config(
-            server.tcp_addr().to_string(),
-            server.http_addr().to_string(),
-        ))
-        .await
-        .expect("client"),
-    );
+    let cluster = cluster().await;
+    let client = Arc::new(NsqClient::connect(config(&cluster)).await.expect("client"));
     let topic = common::topic("ordered-seek");
     let ids = publish(&client, &topic, 0, 4).await;
     let options = ConsumerOptions::new(&topic, "tt").in_order();
@@ -180,7 +183,7 @@ async fn seeking_an_ordered_consumer_moves_its_subscription() {
 }
 
 /// The names of `topic`'s ordered reading channels nsqd lists now.
-async fn reading_channels(server: &common::Server, topic: &str) -> Vec<String> {
+async fn reading_channels(server: &TestServer, topic: &str) -> Vec<String> {
     let stats = common::stats_at(server.http_addr()).await;
     common::topic_entries(&stats, topic, Some(0))
         .into_iter()
@@ -194,15 +197,10 @@ async fn reading_channels(server: &common::Server, topic: &str) -> Vec<String> {
 /// channel, and a pack with several messages of one channel completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tt_stream_reads_through_ordered_channels() {
-    let server = common::server(msgstream_nsq_testd::Extensions::Partitions).await;
-    let client: Arc<dyn Client> = Arc::new(
-        NsqClient::connect(config(
-            server.tcp_addr().to_string(),
-            server.http_addr().to_string(),
-        ))
-        .await
-        .expect("client"),
-    );
+    let cluster = cluster().await;
+    let server = &cluster.nsqds()[0];
+    let client: Arc<dyn Client> =
+        Arc::new(NsqClient::connect(config(&cluster)).await.expect("client"));
     let topics = [common::topic("tt-ord-a"), common::topic("tt-ord-b")];
     let channels: Vec<&str> = topics.iter().map(String::as_str).collect();
     let mut out = TtMsgStream::new(client.clone(), StreamOptions::default());
@@ -229,7 +227,7 @@ async fn the_tt_stream_reads_through_ordered_channels() {
         .expect("pack");
     assert_eq!(pack.msgs.len(), 4, "two messages of each channel");
     for topic in &topics {
-        assert_eq!(reading_channels(&server, topic).await.len(), 1, "{topic}");
+        assert_eq!(reading_channels(server, topic).await.len(), 1, "{topic}");
     }
     stream.close().await;
     out.close().await;

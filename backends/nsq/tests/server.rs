@@ -545,18 +545,21 @@ async fn partition_end(server: &impl Nsqd, topic: &str, partition: u32) -> u64 {
 #[tokio::test]
 async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
     // The fork: a channel's `depth_size` is the partition end minus its confirmed offset (the
-    // lowest unfinished), and setting a consume offset starts a new in-flight queue.
-    let (s, yz) = youzan().await;
-    let mut wire = Wire::open(&s, 5000).await;
+    // lowest unfinished), and setting a consume offset starts a new in-flight queue (with the
+    // coordinator: a standalone nsqd refuses `virtual_queue:`, Y8 73).
+    let yz = topic("yz");
+    let cluster = offsets_cluster(&yz, 1).await;
+    let s = &cluster.nsqds()[0];
+    let mut wire = Wire::open(s, 5000).await;
     wire.send(format!("SUB_ADVANCED {yz} c 0\n").as_bytes())
         .await;
     wire.reply().await.expect("OK");
-    let mut producer = Wire::open(&s, 5000).await;
+    let mut producer = Wire::open(s, 5000).await;
     for body in [&b"one"[..], b"two", b"three"] {
         producer.send(&pub_cmd(&yz, Some(0), body)).await;
         producer.reply().await.expect("OK");
     }
-    let end = partition_end(&s, &yz, 0).await;
+    let end = partition_end(s, &yz, 0).await;
     assert_eq!(end, 33 + 33 + 35, "raw sizes 4 + 26 + body");
     wire.send(b"RDY 3\n").await;
     let mut ids = Vec::new();
@@ -566,11 +569,11 @@ async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
         ids.push(message[10..26].to_vec());
     }
     let fin = |id: &[u8]| [&b"FIN "[..], id, b"\n"].concat();
-    let depth_size = async || channel_stats(&s, &yz, Some(0), "c").await["depth_size"].as_u64();
+    let depth_size = async || channel_stats(s, &yz, Some(0), "c").await["depth_size"].as_u64();
     assert_eq!(depth_size().await, Some(end), "nothing finished");
     wire.send(&fin(&ids[1])).await;
     eventually("the second FIN processed", async || {
-        channel_stats(&s, &yz, Some(0), "c").await["in_flight_count"] == 2
+        channel_stats(s, &yz, Some(0), "c").await["in_flight_count"] == 2
     })
     .await;
     assert_eq!(
@@ -585,11 +588,11 @@ async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
     .await;
     drop(wire);
     eventually("the dead client forgotten", async || {
-        channel_stats(&s, &yz, Some(0), "c").await["client_count"] == 0
+        channel_stats(s, &yz, Some(0), "c").await["client_count"] == 0
     })
     .await;
     assert_eq!(
-        channel_stats(&s, &yz, Some(0), "c").await["in_flight_count"],
+        channel_stats(s, &yz, Some(0), "c").await["in_flight_count"],
         0,
         "the fork puts a closed connection's unfinished message back at once (Y4 218, Y8 127)"
     );
@@ -607,11 +610,11 @@ async fn confirmed_offset_and_a_reset_forgetting_in_flight() {
     .await;
     assert_eq!(status, 200);
     assert_eq!(
-        channel_stats(&s, &yz, Some(0), "c").await["in_flight_count"],
+        channel_stats(s, &yz, Some(0), "c").await["in_flight_count"],
         0,
         "a reset forgets what was in flight"
     );
-    let mut again = Wire::open(&s, 5000).await;
+    let mut again = Wire::open(s, 5000).await;
     again
         .send(format!("SUB_ADVANCED {yz} c 0\n").as_bytes())
         .await;

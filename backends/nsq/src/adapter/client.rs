@@ -56,20 +56,30 @@ impl Shared {
         (self.config.extensions == Extensions::Partitions).then_some(self.config.partition)
     }
 
-    /// What this configuration can do. Seek and the latest id need the partition's offsets and
-    /// nsqd's HTTP API (`nsqd_http`); a reader needs the offsets and the HTTP API of the nsqd
-    /// holding the partition, which lookupd can name instead of `nsqd_http`.
+    /// Whether the server starts channels at consume offsets (`virtual_queue:`, `msgcount:`,
+    /// `timestamp:`): only a Youzan nsqd with its coordinator (`cluster = true`). A standalone
+    /// one refuses them ("Not supported while coordinator disabled", transcript Y8 72-77,
+    /// 87-89) and so does `/message/get`, which reads the coordinator's log index.
+    pub(crate) fn offsets(&self) -> bool {
+        self.partition().is_some() && self.cluster.is_some()
+    }
+
+    /// What this configuration can do. Seek and the latest id need consume offsets (a Youzan
+    /// cluster) and nsqd's HTTP API (`nsqd_http`); a reader needs the offsets and the HTTP API
+    /// of the nsqd holding the partition, which lookupd can name instead of `nsqd_http`.
     pub(crate) fn capabilities(&self) -> Capabilities {
         let admin = self.admin.available();
-        let partitions = self.partition().is_some();
+        let offsets = self.offsets();
         let mut caps = Capabilities::ALL;
-        caps.seek = partitions && admin;
-        caps.readers = partitions && (admin || self.admin.locates());
-        caps.latest_id = partitions && admin;
+        caps.seek = offsets && admin;
+        caps.readers = offsets && (admin || self.admin.locates());
+        caps.latest_id = offsets && admin;
         caps.durable_subscriptions = true;
         caps.delete_subscriptions = admin;
         caps.delete_topics = admin || self.cluster.is_some();
-        caps.ordering = if partitions {
+        // A standalone Youzan nsqd requeues a closed connection's messages in no fixed order
+        // (Y8 127-129) and cannot restart a channel at its confirmed offset to restore it.
+        caps.ordering = if offsets {
             Order::Strict
         } else {
             Order::BestEffort
@@ -77,12 +87,12 @@ impl Shared {
         caps
     }
 
-    /// Whether a consumer asking for order gets an [`OrderedConsumer`]: with partitions (the
-    /// fork's ordered channels) and `nsqd_http` (its commit point is a channel offset).
-    /// Elsewhere it gets a [`SpooledConsumer`] (one in flight, a local spool as the commit
-    /// point).
+    /// Whether a consumer asking for order gets an [`OrderedConsumer`]: with consume offsets
+    /// (its reading channel starts at one, its commit point is one) and `nsqd_http`.
+    /// Elsewhere (upstream, a standalone Youzan nsqd) it gets a [`SpooledConsumer`] (one in
+    /// flight, a local spool as the commit point).
     pub(crate) fn orders_on_request(&self) -> bool {
-        self.partition().is_some() && self.admin.available()
+        self.offsets() && self.admin.available()
     }
 
     /// Frees a subscription slot (consumer closed or dropped).
@@ -261,7 +271,7 @@ impl NsqClient {
         }
         let channels = admin.channels(&options.topic).await?.unwrap_or_default();
         if channels.iter().any(|c| c.name == options.subscription) {
-            if self.shared.partition().is_none() {
+            if !self.shared.offsets() {
                 return Ok(None);
             }
             // Resuming with offsets: restart at the confirmed offset, in order. Left alone, the
@@ -285,6 +295,9 @@ impl NsqClient {
             return Ok(confirmed.map(ConsumeOffset::VirtualQueue));
         }
         match (self.shared.partition(), options.initial_position) {
+            // A standalone Youzan nsqd has no `virtual_queue:0`; a new channel gets the topic's
+            // earlier messages only as its first channel (Y8 63), as upstream nsqd does.
+            (Some(_), InitialPosition::Earliest) if !self.shared.offsets() => Ok(None),
             (Some(_), InitialPosition::Earliest) => Ok(Some(ConsumeOffset::VirtualQueue(0))),
             // In a cluster the consumer dials once lookupd named the leader, after `subscribe`
             // returned: `special:-1` then would skip what was published meanwhile. The end
@@ -366,7 +379,7 @@ impl Client for NsqClient {
         if !self.capabilities().readers {
             return Err(Error::Unsupported {
                 backend: BACKEND,
-                what: "readers (need extensions = partitions, and nsqd_http or lookupd)",
+                what: "readers (need a Youzan cluster's consume offsets, and nsqd_http or lookupd)",
             });
         }
         self.shared.ensure_topic(&options.topic).await?;

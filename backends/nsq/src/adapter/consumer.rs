@@ -4,7 +4,8 @@
 //! TOUCHes them, at least three times per message timeout of their connection, so a slow
 //! application never sees a timeout redelivery out of order. Closing
 //! (or dropping) requeues every unacked message in id order with no delay, so a re-subscribe
-//! sees them first and in order: at-least-once. With extensions acks are cumulative.
+//! sees them first and in order: at-least-once. With consume offsets (a Youzan cluster) acks are
+//! cumulative.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -167,7 +168,7 @@ pub(super) async fn latest_message_id(shared: &Shared, topic: &str) -> Result<Op
     if !shared.capabilities().latest_id {
         return Err(Error::Unsupported {
             backend: BACKEND,
-            what: "latest message id (needs extensions = partitions and nsqd_http)",
+            what: "latest message id (needs a Youzan cluster's consume offsets and nsqd_http)",
         });
     }
     let latest = shared.admin.latest(topic).await?;
@@ -220,7 +221,7 @@ impl NsqConsumer {
             pending: Mutex::default(),
             epoch: AtomicU64::new(0),
             closed: AtomicBool::new(false),
-            cumulative: shared.partition().is_some(),
+            cumulative: shared.offsets(),
             touch_every: AtomicU64::new(u64::try_from(TOUCH_EVERY.as_nanos()).unwrap_or(u64::MAX)),
             touch_sooner: Notify::new(),
         });
@@ -410,11 +411,11 @@ impl Consumer for NsqConsumer {
         let Some(partition) = self
             .shared
             .partition()
-            .filter(|_| self.shared.admin.available())
+            .filter(|_| self.shared.capabilities().seek)
         else {
             return Err(Error::Unsupported {
                 backend: BACKEND,
-                what: "seek (needs extensions = partitions and nsqd_http)",
+                what: "seek (needs a Youzan cluster's consume offsets and nsqd_http)",
             });
         };
         let offset = self

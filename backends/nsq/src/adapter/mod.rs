@@ -14,16 +14,21 @@
 //! without the magic (published by a foreign client) is delivered as payload with no
 //! properties.
 //!
-//! **Readers** (partitions, and `nsqd_http` or lookupd) are ephemeral channels started at an
+//! **Consume offsets** (`virtual_queue:` and the like) exist only on a Youzan cluster
+//! (`cluster = true`): a standalone Youzan nsqd refuses them ("Not supported while coordinator
+//! disabled"), so there seek, readers and the latest id are `Unsupported`, a new subscription
+//! starts without an offset and ordered consumers are spooled, as upstream.
+//!
+//! **Readers** (a cluster, and `nsqd_http` or lookupd) are ephemeral channels started at an
 //! offset; with lookupd they dial the nsqd lookupd names for the partition, TCP and HTTP.
 //!
-//! **Latest id** (partitions, `nsqd_http`): nsqd has no call for a partition's last offset, so
+//! **Latest id** (a cluster, `nsqd_http`): nsqd has no call for a partition's last offset, so
 //! it is pieced together from the fork's HTTP API: `/stats` gives the partition's message count
 //! and end offset, `/message/get?search_mode=count` the newest message's own offset, and the
 //! raw size is the end minus that offset, re-read until no publish raced the calls. The result
 //! is exactly the id a consumer receives for that message.
 //!
-//! **Ordered consumers** (`ConsumerOptions::ordered`, partitions and `nsqd_http`): read through
+//! **Ordered consumers** (`ConsumerOptions::ordered`, a cluster and `nsqd_http`): read through
 //! the fork's ordered channels, FIN on receipt, commit point in the subscription's channel
 //! (see `ordered`).
 //!

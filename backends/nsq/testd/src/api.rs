@@ -231,7 +231,8 @@ impl Nsqd {
     }
 
     /// Youzan's `/channel/setoffset?topic=&channel=&partition=` with the offset token as body:
-    /// moves the channel (creating it) to `special:-1`, `virtual_queue:N` or `timestamp:S`.
+    /// moves the channel (creating it) to `special:-1`, `virtual_queue:N` or `timestamp:S`;
+    /// without the coordinator only to `special:-1` (500 otherwise, Y8 72-79).
     fn set_offset(&self, req: &Request) -> Response {
         let topic = match topic_arg(req) {
             Ok(t) => t,
@@ -256,6 +257,9 @@ impl Nsqd {
         let Some(part) = store.partition(&topic, partition) else {
             return Response::error(404, "TOPIC_NOT_FOUND");
         };
+        if self.0.cluster.is_none() && !offset.served_standalone() {
+            return Response::error(500, crate::commands::NO_COORDINATOR);
+        }
         // `special:-1` leaves an existing channel where it is on a standalone nsqd (notes
         // §2.6.3) and moves it to the end with the coordinator.
         let keep = part.channels.contains_key(&channel)

@@ -410,3 +410,31 @@ pub async fn publish_mq(
         .await
         .expect("publish")
 }
+
+/// A Youzan cluster (an in-process `TestCluster`) of one coordinator-mode nsqd per partition
+/// of `topic`, created through its lookupd: partition p is led by `nsqds()[p]`. The server
+/// for tests of consume offsets, which a standalone Youzan nsqd refuses ("Not supported while
+/// coordinator disabled", transcript Y8).
+pub async fn offsets_cluster(topic: &str, partitions: u32) -> msgstream_nsq_testd::TestCluster {
+    let cluster = msgstream_nsq_testd::TestCluster::start(msgstream_nsq_testd::ClusterOptions {
+        nsqds: partitions.max(1) as usize,
+        ..msgstream_nsq_testd::ClusterOptions::default()
+    })
+    .await
+    .expect("test cluster");
+    let (status, body) = http(
+        cluster.lookupd_http_addr(),
+        "POST",
+        &format!("/topic/create?topic={topic}&partition_num={partitions}&replicator=1"),
+        b"",
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    for partition in 0..partitions {
+        eventually("the partition's leader", async || {
+            cluster.leader_of(topic, partition) == Some(partition as usize)
+        })
+        .await;
+    }
+    cluster
+}

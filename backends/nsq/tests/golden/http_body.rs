@@ -56,9 +56,15 @@ impl BodyRules {
                 // A node description (nsqd /info, lookupd producers) names the machine it ran
                 // on; the recording machine's hostname is not the replay's.
                 let node = map.contains_key("broadcast_address");
+                // A Youzan lookupd's own description (`/listlookup`) names its TCP and RPC
+                // ports, which a test lookupd does not have (it answers its HTTP port there).
+                let lookupd = map.contains_key("NodeIP");
                 Value::Object(
                     map.into_iter()
                         .map(|(k, v)| {
+                            if lookupd {
+                                return (k.clone(), self.lookupd_field(&k, v, recorded));
+                            }
                             let v = self.field(&k, v, node, recorded);
                             (k, v)
                         })
@@ -80,6 +86,20 @@ impl BodyRules {
                 Value::Array(items)
             }
             other => other,
+        }
+    }
+
+    /// A field of a Youzan lookupd's description: its `ID` (`ip:rpc_port:tcp_port:nsqlookup`),
+    /// `TcpPort` and `RpcPort` vary; `HttpPort` (a string) is the replay's port.
+    fn lookupd_field(&self, key: &str, value: Value, recorded: bool) -> Value {
+        match key {
+            "ID" | "TcpPort" | "RpcPort" => Value::String("<var>".into()),
+            "HttpPort" if recorded => value
+                .as_str()
+                .and_then(|p| p.parse::<u16>().ok())
+                .and_then(|p| self.ports.get(&p))
+                .map_or(value, |port| Value::String(port.to_string())),
+            _ => self.normalise(value, recorded),
         }
     }
 
@@ -143,6 +163,17 @@ mod tests {
         // Ports must be the replay's, not the recording's.
         let recorded_port = br#"{"version":"1.3.0","hostname":"box","broadcast_address":"127.0.0.1","tcp_port":4250,"http_port":5001,"start_time":9,"uptime_seconds":8,"clients":[{"hostname":"golden","connect_ts":7,"remote_address":"127.0.0.1:2"}],"id":"127.0.0.1:5000"}"#;
         assert!(rules().compare(recorded, recorded_port).is_err());
+    }
+
+    #[test]
+    fn a_lookupd_description_compares_its_node_ip_and_http_port() {
+        let recorded = br#"{"lookupdleader":{"ID":"127.0.0.1:34260:34160:nsqlookup","NodeIP":"127.0.0.1","TcpPort":"34160","HttpPort":"4251","RpcPort":"34260","Epoch":0}}"#;
+        let replayed = br#"{"lookupdleader":{"ID":"127.0.0.1:5001:5001:nsqlookup","NodeIP":"127.0.0.1","TcpPort":"5001","HttpPort":"5001","RpcPort":"5001","Epoch":0}}"#;
+        assert_eq!(rules().compare(recorded, replayed), Ok(()));
+        let other_http = br#"{"lookupdleader":{"ID":"x","NodeIP":"127.0.0.1","TcpPort":"1","HttpPort":"5002","RpcPort":"1","Epoch":0}}"#;
+        assert!(rules().compare(recorded, other_http).is_err());
+        let other_epoch = br#"{"lookupdleader":{"ID":"x","NodeIP":"127.0.0.1","TcpPort":"1","HttpPort":"5001","RpcPort":"1","Epoch":1}}"#;
+        assert!(rules().compare(recorded, other_epoch).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod publish;
 mod subscribe;
 
 use subscribe::SubKind;
-pub(crate) use subscribe::{parse_offset_token, Offset};
+pub(crate) use subscribe::{parse_offset_token, Offset, NO_COORDINATOR};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -62,6 +62,10 @@ impl Session {
             (SubKind::Advanced, Some(raw)) => Some(parse_offset(raw)?),
             _ => None,
         };
+        // Without the coordinator only `special:-1` is served; the channel exists by then
+        // (Y8 87-89, and its later /lookup lists the channel).
+        let refused = offset.as_ref().is_some_and(|o| !o.served_standalone())
+            && self.shared.cluster.is_none();
         let mut store = self.store();
         let ordered_channel = {
             let Some(partition) = store.partition(&topic, pid) else {
@@ -74,6 +78,9 @@ impl Session {
                 .filter(|o| !(existed && matches!(o, Offset::Latest)))
                 .map(|o| o.index_in(partition));
             let channel_state = partition.channel(&channel);
+            if refused {
+                return Err(Fail::fatal("E_INVALID", NO_COORDINATOR));
+            }
             if matches!(kind, SubKind::Ordered) {
                 channel_state.ordered = true;
             }
@@ -132,7 +139,17 @@ pub(crate) enum Offset {
     Count(u64),
 }
 
+/// How a standalone Youzan nsqd (no coordinator) refuses every consume offset but
+/// `special:-1`, over TCP and HTTP (Y8 73-77, 88).
+pub(crate) const NO_COORDINATOR: &str = "Not supported while coordinator disabled";
+
 impl Offset {
+    /// Whether a standalone Youzan nsqd (no coordinator) serves this offset: only
+    /// `special:-1`; the others search the coordinator's commit log (Y8 72-77, 87-89).
+    pub(crate) fn served_standalone(&self) -> bool {
+        matches!(self, Offset::Latest)
+    }
+
     /// The log index a channel moved to this offset continues from.
     pub(crate) fn index_in(&self, partition: &crate::store::Partition) -> usize {
         match *self {
