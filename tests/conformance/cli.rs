@@ -177,8 +177,8 @@ fn demo_on_every_backend_loses_and_duplicates_nothing() {
     );
 }
 
-/// The demo over the servers the tests start: RocketMQ's shared cluster, and an NSQ test
-/// server in partitions mode (the one that can seek, which the demo's resume needs).
+/// The demo over the servers the tests start: RocketMQ's shared cluster, and a Youzan test
+/// cluster (the NSQ mode that can seek, which the demo's resume needs).
 fn demo_on_networked_backends() {
     let mut runs: Vec<(&str, Vec<(String, String)>)> = Vec::new();
     #[cfg(feature = "rocketmq")]
@@ -195,24 +195,23 @@ fn demo_on_networked_backends() {
     #[cfg(feature = "nsq")]
     let (runtime, server) = {
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
-        let server = runtime.block_on(crate::harness::nsq_server(true));
+        let server = runtime.block_on(crate::harness::nsq_cluster_server());
         (runtime, server)
     };
     #[cfg(feature = "nsq")]
-    runs.push((
-        "nsq",
-        vec![
-            (
-                "MSGSTREAM_NSQ__NSQD".into(),
-                format!("[{:?}]", server.tcp_addr().to_string()),
-            ),
-            (
-                "MSGSTREAM_NSQ__NSQD_HTTP".into(),
-                format!("[{:?}]", server.http_addr().to_string()),
-            ),
-            ("MSGSTREAM_NSQ__EXTENSIONS".into(), "partitions".into()),
-        ],
-    ));
+    {
+        let (nsqd, nsqd_http, lookupd) = server.config_addresses();
+        runs.push((
+            "nsq",
+            vec![
+                ("MSGSTREAM_NSQ__NSQD".into(), format!("{nsqd:?}")),
+                ("MSGSTREAM_NSQ__NSQD_HTTP".into(), format!("{nsqd_http:?}")),
+                ("MSGSTREAM_NSQ__LOOKUPD".into(), format!("{lookupd:?}")),
+                ("MSGSTREAM_NSQ__EXTENSIONS".into(), "partitions".into()),
+                ("MSGSTREAM_NSQ__CLUSTER".into(), "true".into()),
+            ],
+        ));
+    }
     for (backend, env) in runs {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let out = msgstream(&["--backend", backend, "demo", "--quiet"], &env);
