@@ -1,6 +1,6 @@
 //! `MemoryConsumer`: one subscription's delivery cursor over an in-memory topic.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -8,7 +8,7 @@ use tokio::sync::Notify;
 
 use super::broker::Stored;
 use super::client::{decode_id, MemoryClient};
-use crate::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
+use crate::mq::{Acker, Consumer, ConsumerOptions, Delivery, DeliveryEpoch, Message, MessageId};
 use crate::msg::SharedStr;
 use crate::{Error, Result};
 
@@ -30,7 +30,7 @@ struct MemoryAcker {
     client: MemoryClient,
     topic: SharedStr,
     subscription: String,
-    epoch: AtomicU64,
+    epoch: DeliveryEpoch,
     closed: AtomicBool,
 }
 
@@ -53,12 +53,7 @@ impl Acker for MemoryAcker {
                 message.topic, self.topic
             )));
         }
-        if message.delivery.epoch != self.epoch.load(Ordering::Acquire) {
-            return Err(Error::StaleDelivery(format!(
-                "message {:?} was delivered before a seek",
-                message.id
-            )));
-        }
+        self.epoch.check(message)?;
         let next = decode_id(&message.id)?.saturating_add(1);
         self.client
             .broker
@@ -85,7 +80,7 @@ impl MemoryConsumer {
             client,
             topic: SharedStr::interned(&options.topic),
             subscription: options.subscription.clone(),
-            epoch: AtomicU64::new(0),
+            epoch: DeliveryEpoch::new(0),
             closed: AtomicBool::new(false),
         });
         MemoryConsumer {
@@ -153,7 +148,7 @@ impl Consumer for MemoryConsumer {
             });
             if !found.is_empty() {
                 let delivery = Delivery {
-                    epoch: self.acks.epoch.load(Ordering::Acquire),
+                    epoch: self.acks.epoch.current(),
                 };
                 let messages = found
                     .into_iter()
@@ -192,7 +187,7 @@ impl Consumer for MemoryConsumer {
             Ok::<_, Error>(())
         })?;
         self.cursor = cursor;
-        self.acks.epoch.fetch_add(1, Ordering::AcqRel);
+        self.acks.epoch.bump();
         Ok(())
     }
 

@@ -15,7 +15,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use async_trait::async_trait;
-use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
+use msgstream::mq::{
+    Acker, Consumer, ConsumerOptions, Delivery, DeliveryEpoch, Message, MessageId,
+};
 use msgstream::msg::SharedStr;
 use msgstream::sync::lock;
 use msgstream::{Error, Result};
@@ -49,7 +51,7 @@ const LAST_NSQ_ID: MsgId = MsgId([u8::MAX; 16]);
 /// Acking state shared by the consumer, its ackers and its touch task.
 struct Acks {
     pending: Mutex<Pending>,
-    epoch: AtomicU64,
+    epoch: DeliveryEpoch,
     closed: AtomicBool,
     cumulative: bool,
     /// The touch task's interval in nanoseconds: a third of the shortest message timeout a
@@ -65,12 +67,7 @@ impl Acks {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("nsq consumer"));
         }
-        if message.delivery.epoch != self.epoch.load(Ordering::Acquire) {
-            return Err(Error::StaleDelivery(format!(
-                "message {:?} was delivered before a seek",
-                message.id
-            )));
-        }
+        self.epoch.check(message)?;
         let done: Vec<Arc<NsqMessage>> = {
             let key = |nsq_id| (message.id.clone(), nsq_id);
             let mut pending = lock(&self.pending);
@@ -219,7 +216,7 @@ impl NsqConsumer {
         let inner = shared.connect_push(config).await?;
         let acks = Arc::new(Acks {
             pending: Mutex::default(),
-            epoch: AtomicU64::new(0),
+            epoch: DeliveryEpoch::new(0),
             closed: AtomicBool::new(false),
             cumulative: shared.offsets(),
             touch_every: AtomicU64::new(u64::try_from(TOUCH_EVERY.as_nanos()).unwrap_or(u64::MAX)),
@@ -244,7 +241,7 @@ impl NsqConsumer {
 
     fn to_message(&self, nsq: &NsqMessage) -> Result<Message> {
         let delivery = Delivery {
-            epoch: self.acks.epoch.load(Ordering::Acquire),
+            epoch: self.acks.epoch.current(),
         };
         delivered_message(
             &self.topic_name,
@@ -426,7 +423,7 @@ impl Consumer for NsqConsumer {
         // From here on the subscription is closed and its unacked messages are requeued:
         // whatever happens next is a reconnect at least, so earlier deliveries are stale.
         self.shut().await;
-        self.acks.epoch.fetch_add(1, Ordering::AcqRel);
+        self.acks.epoch.bump();
         let moved = async {
             self.shared
                 .admin

@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
+use msgstream::mq::{
+    Acker, Consumer, ConsumerOptions, Delivery, DeliveryEpoch, Message, MessageId,
+};
 use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
@@ -39,7 +41,7 @@ struct CommitPoint {
     subscription: String,
     /// The subscription channel's offset as last set (acks never move it back).
     committed: tokio::sync::Mutex<u64>,
-    epoch: AtomicU64,
+    epoch: DeliveryEpoch,
     closed: AtomicBool,
 }
 
@@ -48,12 +50,7 @@ impl CommitPoint {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("nsq consumer"));
         }
-        if message.delivery.epoch != self.epoch.load(Ordering::Acquire) {
-            return Err(Error::StaleDelivery(format!(
-                "message {:?} was delivered before a seek",
-                message.id
-            )));
-        }
+        self.epoch.check(message)?;
         let position = Position::parse(&message.id)?;
         let next = position.offset + u64::from(position.raw_size);
         let mut committed = self.committed.lock().await;
@@ -176,7 +173,7 @@ impl OrderedConsumer {
             topic: topic.clone(),
             subscription: subscription.clone(),
             committed: tokio::sync::Mutex::new(next),
-            epoch: AtomicU64::new(0),
+            epoch: DeliveryEpoch::new(0),
             closed: AtomicBool::new(false),
         });
         let mut consumer = OrderedConsumer {
@@ -263,7 +260,7 @@ impl OrderedConsumer {
 
     fn to_message(&self, nsq: &NsqMessage) -> Result<Message> {
         let delivery = Delivery {
-            epoch: self.commit.epoch.load(Ordering::Acquire),
+            epoch: self.commit.epoch.current(),
         };
         delivered_message(
             &self.topic_name,
@@ -340,7 +337,7 @@ impl Consumer for OrderedConsumer {
             self.commit.move_to(offset).await?;
             *committed = offset;
         }
-        self.commit.epoch.fetch_add(1, Ordering::AcqRel);
+        self.commit.epoch.bump();
         self.restarted = false;
         // The subscription's offset has moved: a failure from here on says so.
         self.read_from(offset)
