@@ -43,7 +43,7 @@ mod nsq_partitions {
         plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
         tt_late_message_in_a_long_run,
         stream_interface_extras, plain_positions_carry_begin_ts,
-        seek_failing_after_the_consumer_moved;
+        seek_failing_after_the_consumer_moved, seek_time_plain, seek_time_tt;
     except
         earliest_and_latest = "a standalone Youzan nsqd gives a new channel only what is \
             published after it exists (the topic's first channel excepted) and has no \
@@ -82,7 +82,7 @@ mod nsq_upstream {
         plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
         tt_late_message_in_a_long_run,
         stream_interface_extras, plain_positions_carry_begin_ts,
-        seek_failing_after_the_consumer_moved;
+        seek_failing_after_the_consumer_moved, seek_time_plain, seek_time_tt;
     except
         earliest_and_latest = "upstream nsqd gives a new channel only what is published after \
             it exists: an Earliest subscription made later misses the earlier messages",

@@ -19,6 +19,7 @@ pub mod faults;
 pub mod metrics;
 mod mq_checks;
 mod stream_checks;
+mod time_checks;
 mod tt_checks;
 
 use std::any::Any;
@@ -31,6 +32,7 @@ pub use contract_checks::*;
 pub use fault_checks::*;
 pub use mq_checks::*;
 pub use stream_checks::*;
+pub use time_checks::*;
 pub use tt_checks::*;
 
 use crate::mq::{Client, Consumer, Message, MessageId, ProducerMessage};
@@ -173,6 +175,8 @@ macro_rules! contract_tests {
             stream_interface_extras,
             plain_positions_carry_begin_ts,
             seek_failing_after_the_consumer_moved,
+            seek_time_plain,
+            seek_time_tt,
         }
     };
     (@names $($check:ident),* $(,)?) => {
