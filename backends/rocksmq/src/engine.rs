@@ -14,8 +14,8 @@ use msgstream::{Error, Result};
 use crate::ack_grouping::{AckFlusher, AckWrite};
 use crate::acks::{write_staged, StagedAcks};
 use crate::keys::{
-    page_mark_key, topic_floor_key, topic_name_key, topic_prefix, topic_upper_bound, CF_GROUPS,
-    CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
+    page_mark_key, time_from_key, time_mark_key, topic_floor_key, topic_name_key, topic_prefix,
+    topic_upper_bound, CF_GROUPS, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
 };
 use crate::ledger::{Ledger, LedgerThread};
 use crate::read::Cursor;
@@ -230,6 +230,8 @@ impl Rocksmq {
                 batch.delete_cf(meta, topic_name_key(topic));
                 batch.delete_cf(meta, topic_floor_key(id));
                 batch.delete_cf(meta, page_mark_key(id));
+                batch.delete_cf(meta, time_from_key(id));
+                batch.delete_range_cf(meta, time_mark_key(id, 0), time_mark_key(id, u64::MAX));
                 db.write(batch)
             })?;
             groups.remove_topic(id);
@@ -554,3 +556,7 @@ impl Drop for BlockingLead {
 #[cfg(test)]
 #[path = "engine_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "time_search_tests.rs"]
+mod time_search_tests;

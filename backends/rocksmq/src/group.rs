@@ -92,8 +92,9 @@ pub(crate) fn list(db: &Db<'_>, topic: u64) -> Result<Vec<(String, GroupRecord)>
 
 /// Consumer-group administration and positions.
 impl Rocksmq {
-    /// Creates consumer group `group` on `topic`, starting at the oldest message or after the
-    /// newest. `InvalidArgument` if it already exists.
+    /// Creates consumer group `group` on `topic`, starting at the oldest message, after the
+    /// newest, or at the first message at or after a time ([`Rocksmq::position_at_time`]).
+    /// `InvalidArgument` if it already exists.
     pub fn create_consumer_group(
         &self,
         topic: &str,
@@ -119,6 +120,11 @@ impl Rocksmq {
     ) -> Result<bool> {
         let state = self.topic(topic)?;
         validate_group(group)?;
+        // Searched before the lock (it reads messages); only used if the group is new.
+        let at_time = match start {
+            InitialPosition::Timestamp(timestamp) => self.position_at_time(topic, timestamp)?,
+            _ => 0,
+        };
         let mut groups = lock(&self.inner.groups);
         // `destroy_topic` deletes under this lock: a topic it destroyed since the look-up must
         // not get a group record nothing would ever delete.
@@ -131,12 +137,7 @@ impl Rocksmq {
             let committed = match start {
                 InitialPosition::Earliest => 0,
                 InitialPosition::Latest => state.tail().next_id,
-                InitialPosition::Timestamp(_) => {
-                    return Err(Error::Unsupported {
-                        backend: "rocksmq",
-                        what: "seeking by time",
-                    })
-                }
+                InitialPosition::Timestamp(_) => at_time,
             };
             let record = GroupRecord {
                 committed,

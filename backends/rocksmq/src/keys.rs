@@ -26,6 +26,8 @@ pub(crate) const META_NEXT_TOPIC_ID: &[u8] = b"C";
 const META_TOPIC_NAME: u8 = b'T';
 const META_TOPIC_FLOOR: u8 = b'N';
 const META_PAGE_MARK: u8 = b'P';
+const META_TIME_FROM: u8 = b'S';
+const META_TIME_MARK: u8 = b'I';
 
 /// `meta` key mapping a topic name to its numeric id.
 pub(crate) fn topic_name_key(name: &str) -> Vec<u8> {
@@ -62,6 +64,22 @@ pub(crate) fn page_mark_key(topic: u64) -> [u8; 9] {
     let mut key = [0u8; 9];
     key[0] = META_PAGE_MARK;
     key[1..].copy_from_slice(&topic.to_be_bytes());
+    key
+}
+
+/// `meta` key of the first id a topic's time index covers (see [`crate::time_index`]).
+pub(crate) fn time_from_key(topic: u64) -> [u8; 9] {
+    let mut key = [0u8; 9];
+    key[0] = META_TIME_FROM;
+    key[1..].copy_from_slice(&topic.to_be_bytes());
+    key
+}
+
+/// `meta` key of the time index mark of the block of `topic` starting at `block_first`.
+pub(crate) fn time_mark_key(topic: u64, block_first: u64) -> [u8; 17] {
+    let mut key = [0u8; 17];
+    key[0] = META_TIME_MARK;
+    key[1..].copy_from_slice(&message_key(topic, block_first));
     key
 }
 
@@ -137,6 +155,10 @@ mod tests {
         assert_eq!(topic_name_from_key(&topic_floor_key(3)), None);
         assert_eq!(topic_name_from_key(&page_mark_key(3)), None);
         assert_ne!(page_mark_key(3), topic_floor_key(3));
+        assert_ne!(time_from_key(3), topic_floor_key(3));
+        assert_eq!(topic_name_from_key(&time_from_key(3)), None);
+        assert_eq!(topic_name_from_key(&time_mark_key(3, 0)), None);
+        assert!(time_mark_key(3, u64::MAX) < time_mark_key(4, 0));
         assert_eq!(group_name_from_key(7, &group_key(7, "g")), Some("g"));
         assert_eq!(group_name_from_key(8, &group_key(7, "g")), None);
     }

@@ -37,6 +37,8 @@ mod recent;
 pub mod retention;
 mod store;
 mod subscription;
+mod time_index;
+mod time_search;
 mod topics;
 mod writer;
 

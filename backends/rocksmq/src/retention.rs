@@ -20,10 +20,12 @@ use msgstream::{Error, Result};
 
 use crate::codec::PageRecord;
 use crate::keys::{
-    message_id_from_key, message_key, topic_floor_key, topic_prefix, topic_upper_bound,
+    message_id_from_key, message_key, time_mark_key, topic_floor_key, topic_prefix,
+    topic_upper_bound,
 };
 use crate::keys::{CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES};
 use crate::store::{db_error, Db};
+use crate::time_index;
 use crate::writer::now_ms;
 use crate::{group, Rocksmq};
 
@@ -144,6 +146,13 @@ fn delete_pages(
     // every message of the topic is gone.
     let floor = last.record.last_id + 1;
     batch.put_cf(db.cf(CF_META)?, topic_floor_key(topic), floor.to_be_bytes());
+    // The time index marks of the blocks now wholly deleted go with them (the block holding
+    // the floor keeps its mark: it covers messages that stay).
+    batch.delete_range_cf(
+        db.cf(CF_META)?,
+        time_mark_key(topic, 0),
+        time_mark_key(topic, time_index::block_start(floor)),
+    );
     db.write(batch)?;
     Ok((from, to))
 }

@@ -14,12 +14,13 @@ use tokio::sync::Notify;
 
 use crate::codec::{decode_u64, PageMark, PageRecord};
 use crate::keys::{
-    message_id_from_key, message_key, page_mark_key, topic_floor_key, topic_name_from_key,
-    topic_name_key, topic_prefix, topic_upper_bound, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES,
-    META_NEXT_TOPIC_ID, TOPIC_NAME_PREFIX,
+    message_id_from_key, message_key, page_mark_key, time_from_key, time_mark_key, topic_floor_key,
+    topic_name_from_key, topic_name_key, topic_prefix, topic_upper_bound, CF_MESSAGES, CF_META,
+    CF_PAGES, CF_PROPERTIES, META_NEXT_TOPIC_ID, TOPIC_NAME_PREFIX,
 };
 use crate::recent::RecentWrite;
 use crate::store::{db_error, Db, BACKEND};
+use crate::time_index;
 
 /// Ids start at 1, so 0 precedes every message of every topic.
 pub(crate) const FIRST_MESSAGE_ID: u64 = 1;
@@ -35,6 +36,11 @@ pub(crate) struct Tail {
     pub page_first: u64,
     /// Payload and property bytes in the open page.
     pub page_bytes: u64,
+    /// First id the time index covers ([`time_index::NOT_STARTED`] before the first append of
+    /// a version that keeps one).
+    pub time_from: u64,
+    /// The time index's high-water mark: the largest timestamp of the indexed messages.
+    pub time_high: u64,
 }
 
 /// A [`Tail`] in atomics rather than under a mutex: a single-message append reads and moves
@@ -44,6 +50,8 @@ struct TailCell {
     next_id: AtomicU64,
     page_first: AtomicU64,
     page_bytes: AtomicU64,
+    time_from: AtomicU64,
+    time_high: AtomicU64,
 }
 
 impl TailCell {
@@ -52,6 +60,8 @@ impl TailCell {
             next_id: AtomicU64::new(tail.next_id),
             page_first: AtomicU64::new(tail.page_first),
             page_bytes: AtomicU64::new(tail.page_bytes),
+            time_from: AtomicU64::new(tail.time_from),
+            time_high: AtomicU64::new(tail.time_high),
         }
     }
 
@@ -60,12 +70,16 @@ impl TailCell {
             next_id: self.next_id.load(Ordering::Acquire),
             page_first: self.page_first.load(Ordering::Acquire),
             page_bytes: self.page_bytes.load(Ordering::Acquire),
+            time_from: self.time_from.load(Ordering::Acquire),
+            time_high: self.time_high.load(Ordering::Acquire),
         }
     }
 
     fn store(&self, tail: Tail) {
         self.page_first.store(tail.page_first, Ordering::Release);
         self.page_bytes.store(tail.page_bytes, Ordering::Release);
+        self.time_from.store(tail.time_from, Ordering::Release);
+        self.time_high.store(tail.time_high, Ordering::Release);
         self.next_id.store(tail.next_id, Ordering::Release);
     }
 }
@@ -298,6 +312,8 @@ fn initial_tail() -> Tail {
         next_id: FIRST_MESSAGE_ID,
         page_first: FIRST_MESSAGE_ID,
         page_bytes: 0,
+        time_from: time_index::NOT_STARTED,
+        time_high: 0,
     }
 }
 
@@ -377,11 +393,44 @@ fn recover_tail(db: &Db<'_>, topic: u64) -> Result<Tail> {
         iter.status()
             .map_err(|e| db_error("recovering a topic tail", e))?;
     }
+    let (time_from, time_high) = recover_time_index(db, topic, next_id)?;
     Ok(Tail {
         next_id,
         page_first,
         page_bytes,
+        time_from,
+        time_high,
     })
+}
+
+/// The time index's start and high-water mark (see [`crate::time_index`]): the mark of the
+/// newest block, written with its newest message. A topic without the start record has no
+/// index yet ([`time_index::NOT_STARTED`]).
+fn recover_time_index(db: &Db<'_>, topic: u64, next_id: u64) -> Result<(u64, u64)> {
+    let meta = db.cf(CF_META)?;
+    let read = |key: &[u8], what: &str| -> Result<Option<u64>> {
+        let stored = db
+            .db
+            .get_pinned_cf(meta, key)
+            .map_err(|e| db_error("reading the time index", e))?;
+        Ok(stored.map(|bytes| match decode_u64(what, &bytes) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::warn!(topic, error = %e, "rocksmq: a time index record does not decode; \
+                    read as the largest possible value");
+                u64::MAX
+            }
+        }))
+    };
+    let Some(time_from) = read(&time_from_key(topic), "time index start")? else {
+        return Ok((time_index::NOT_STARTED, 0));
+    };
+    if next_id <= time_from {
+        return Ok((time_from, 0));
+    }
+    let newest = time_index::block_start(next_id - 1);
+    let high = read(&time_mark_key(topic, newest), "time index mark")?.unwrap_or(u64::MAX);
+    Ok((time_from, high))
 }
 
 /// The topic's [`PageMark`], if it has one. The mark only saves reading, so one that does not

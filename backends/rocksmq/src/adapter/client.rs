@@ -97,9 +97,14 @@ impl Client for RocksmqClient {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut caps = Capabilities::ALL;
-        caps.seek_time = false;
-        caps
+        Capabilities::ALL
+    }
+
+    async fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<MessageId> {
+        validate_channel_name("topic", topic)?;
+        self.engine.create_topic(topic)?;
+        let id = self.engine.time_lower_bound(topic, timestamp)?;
+        Ok(MessageId::from_u64(id))
     }
 
     async fn list_topics(&self) -> Result<Vec<String>> {

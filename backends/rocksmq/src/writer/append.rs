@@ -9,9 +9,11 @@ use msgstream::Result;
 use super::now_ms;
 use crate::codec::{encode_properties, PageMark, PageRecord};
 use crate::keys::{
-    message_key, page_mark_key, CF_MESSAGES, CF_META, CF_PAGES, CF_PROPERTIES, MESSAGE_KEY_LEN,
+    message_key, page_mark_key, time_from_key, time_mark_key, CF_MESSAGES, CF_META, CF_PAGES,
+    CF_PROPERTIES, MESSAGE_KEY_LEN,
 };
 use crate::store::{db_error, is_stall, Db};
+use crate::time_index;
 use crate::topics::{Tail, TopicState};
 
 /// The `WriteBatch` size of the messages of `batches` (header, then per message its record's
@@ -24,8 +26,12 @@ pub(super) fn batch_bytes<'m>(batches: impl IntoIterator<Item = &'m [ProducerMes
     const HEADER: usize = 12;
     /// Tag, column-family id and the two length varints, at most.
     const RECORD: usize = 1 + 5 + 5 + 5;
+    /// A time index mark (tag, column family, key and value with their lengths): one per
+    /// append, two when it crosses a block (see [`crate::time_index`]).
+    const TIME_MARKS: usize = 2 * (RECORD + 17 + 8);
     let messages = batches.into_iter().flatten();
     HEADER
+        + TIME_MARKS
         + messages
             .map(|message| RECORD + MESSAGE_KEY_LEN + message.payload.len())
             .sum::<usize>()
@@ -92,7 +98,36 @@ impl<'a, 'db> Appender<'a, 'db> {
             self.batch
                 .put_cf(self.db.cf(CF_META)?, page_mark_key(topic.id), mark.encode());
         }
+        self.index_times(topic, before.next_id, tail, messages)?;
         Ok(before.next_id..tail.next_id)
+    }
+
+    /// Adds the time index marks of the blocks `messages` (ids from `first_id` on) touch, and
+    /// the index's start record with a topic's first indexed append (see
+    /// [`crate::time_index`]).
+    fn index_times(
+        &mut self,
+        topic: &TopicState,
+        first_id: u64,
+        tail: &mut Tail,
+        messages: &[ProducerMessage],
+    ) -> Result<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let meta = self.db.cf(CF_META)?;
+        if tail.time_from == time_index::NOT_STARTED {
+            tail.time_from = first_id;
+            self.batch
+                .put_cf(meta, time_from_key(topic.id), first_id.to_be_bytes());
+        }
+        let stamps = messages.iter().map(|m| m.timestamp);
+        let batch = &mut self.batch;
+        tail.time_high =
+            time_index::append_marks(first_id, tail.time_high, stamps, |block, mark| {
+                batch.put_cf(meta, time_mark_key(topic.id, block), mark.to_be_bytes());
+            });
+        Ok(())
     }
 
     /// Writes the batch with the write options of the appender's `Db`. `Ok(false)`: RocksDB
@@ -130,6 +165,8 @@ mod tests {
 
     fn tail(page_first: u64, next_id: u64, page_bytes: u64) -> Tail {
         Tail {
+            time_from: crate::time_index::NOT_STARTED,
+            time_high: 0,
             next_id,
             page_first,
             page_bytes,
