@@ -1,4 +1,4 @@
-//! Searching a topic by time through its sparse time index (see [`crate::time_index`]).
+//! Searching a topic by time through its sparse time index (see `crate::time_index`).
 
 use msgstream::mq::message_timestamp;
 use msgstream::Result;
@@ -13,11 +13,11 @@ impl Rocksmq {
     /// Where a time search of `topic` for `timestamp` starts reading: an id such that no
     /// message before it has a timestamp ≥ `timestamp`
     /// ([`msgstream::mq::Client::time_lower_bound`]), at most one index block
-    /// ([`time_index::BLOCK`] ids) before the first message that has. Costs a binary search
+    /// (256 ids) before the first message that has. Costs a binary search
     /// over the index marks (a RocksDB read per step) and nothing else.
     ///
     /// The answer is an id the topic holds, so a reader can start there: the oldest message
-    /// while unindexed messages (written before this version, see [`crate::time_index`])
+    /// while unindexed messages (written before this version had the index; see the README)
     /// remain, the newest message when no indexed message reaches the time, 0 for a topic
     /// holding no message.
     pub fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<u64> {
