@@ -186,10 +186,6 @@ async fn y5_ordered_topics() {
 async fn y6_consume_offsets() {
     let cluster = elected().await;
     on("youzan-cluster-Y6-setoffset.jsonl", &cluster)
-        .skip(
-            &(382..=407).collect::<Vec<u32>>(),
-            "the fork's read-ahead after a rewind (y6-m6 delivered first, once) is not modelled",
-        )
         .skip(&[427, 428], STATS)
         .check()
         .await;
