@@ -908,3 +908,103 @@ async fn a_brief_wait_at_max_in_flight_says_nothing() {
     consumer.close().await;
     client.close().await;
 }
+
+/// Unix milliseconds now.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+}
+
+/// Publishes a timetick of `ts` and returns its id.
+async fn publish_tick(client: &NsqClient, topic: &str, ts: u64) -> msgstream::mq::MessageId {
+    let producer = client.create_producer(topic).await.expect("producer");
+    let tick = msgstream::msg::TsMsg::time_tick(ts).encode();
+    let ids = producer
+        .send_batch(vec![ProducerMessage::new(tick)])
+        .await
+        .expect("publish");
+    ids[0].clone()
+}
+
+/// Seeking by time on a cluster, timestamps being hybrid ones from this machine's clock (slack
+/// 0: the test server stores with the same clock). The nsqds index whole seconds; the core's
+/// forward scan makes the answer exact within one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_seeks_by_hybrid_timestamp() {
+    use msgstream::mq::time::hybrid_from_unix_ms;
+    use msgstream::mq::{InitialPosition, TimePosition};
+    let cluster = TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("test cluster");
+    let client = NsqClient::connect(NsqConfig {
+        hybrid_clock_slack_ms: Some(0),
+        ..cluster_config(&cluster, 0)
+    })
+    .await
+    .expect("client");
+    assert!(client.capabilities().seek_time);
+    let topic = common::topic("timed");
+    let first_ts = hybrid_from_unix_ms(now_ms());
+    let first = publish_tick(&client, &topic, first_ts).await;
+    // The next whole second, so that the nsqd stores the next two in a later second.
+    let into = now_ms() % 1000;
+    tokio::time::sleep(Duration::from_millis(1000 - into + 1)).await;
+    let second_ts = hybrid_from_unix_ms(now_ms());
+    let second = publish_tick(&client, &topic, second_ts).await;
+    let third = publish_tick(&client, &topic, second_ts + 5).await;
+
+    let at = |id: &msgstream::mq::MessageId, inclusive| TimePosition {
+        id: id.clone(),
+        inclusive,
+    };
+    for (ts, want) in [
+        (first_ts - 1, at(&first, true)),
+        (first_ts, at(&first, true)),
+        (first_ts + 1, at(&second, true)),
+        (second_ts, at(&second, true)),
+        (second_ts + 1, at(&third, true)),
+        (second_ts + 5, at(&third, true)),
+        (second_ts + 6, at(&third, false)),
+    ] {
+        assert_eq!(
+            client.message_id_at_time(&topic, ts).await.expect("search"),
+            want,
+            "time {ts}"
+        );
+    }
+
+    let mut options = ConsumerOptions::new(&topic, "from-second");
+    options.initial_position = InitialPosition::Timestamp(second_ts);
+    let mut consumer = client.subscribe(options).await.expect("subscribe");
+    let message = common::recv_mq(&mut consumer).await;
+    assert_eq!(message.id, second);
+    consumer.close().await;
+    client.close().await;
+}
+
+/// Without `hybrid_clock_slack_ms` the streams' timestamps say nothing about the nsqds'
+/// clocks: seeking by time is declared unsupported and refused so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opaque_timestamps_cannot_be_searched() {
+    let cluster = TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("test cluster");
+    let client = NsqClient::connect(cluster_config(&cluster, 0))
+        .await
+        .expect("client");
+    assert!(!client.capabilities().seek_time);
+    let topic = common::topic("opaque");
+    assert!(matches!(
+        client.message_id_at_time(&topic, 7).await,
+        Err(Error::Unsupported { .. })
+    ));
+    let mut options = ConsumerOptions::new(&topic, "s");
+    options.initial_position = msgstream::mq::InitialPosition::Timestamp(7);
+    assert!(matches!(
+        client.subscribe(options).await.err(),
+        Some(Error::Unsupported { .. })
+    ));
+    client.close().await;
+}

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use msgstream::mq::{
     validate_channel_name, Capabilities, Client, Consumer, ConsumerOptions, InitialPosition,
-    MessageId, Ordering as Order, Producer, Reader, ReaderOptions, SubscriptionInfo,
+    MessageId, Ordering as Order, Producer, Reader, ReaderOptions, SubscriptionInfo, Timestamps,
 };
 use msgstream::sync::lock;
 use msgstream::{Error, Result};
@@ -77,7 +77,8 @@ impl Shared {
         caps.durable_subscriptions = true;
         caps.delete_subscriptions = admin;
         caps.delete_topics = admin || self.cluster.is_some();
-        caps.seek_time = false;
+        caps.seek_time =
+            caps.readers && caps.latest_id && self.config.timestamps() != Timestamps::Opaque;
         // A standalone Youzan nsqd requeues a closed connection's messages in no fixed order
         // (Y8 127-129) and cannot restart a channel at its confirmed offset to restore it.
         caps.ordering = if offsets {
@@ -300,6 +301,13 @@ impl NsqClient {
             return Ok(confirmed.map(ConsumeOffset::VirtualQueue));
         }
         match (self.shared.partition(), options.initial_position) {
+            (Some(partition), InitialPosition::Timestamp(ts)) if self.capabilities().seek_time => {
+                let at = self.message_id_at_time(&options.topic, ts).await?;
+                let offset = admin
+                    .start_offset(&options.topic, partition, &at.id, at.inclusive)
+                    .await?;
+                Ok(Some(ConsumeOffset::VirtualQueue(offset)))
+            }
             (_, InitialPosition::Timestamp(_)) => Err(Error::Unsupported {
                 backend: BACKEND,
                 what: "seeking by time",
@@ -400,6 +408,14 @@ impl Client for NsqClient {
         )
         .await?;
         Ok(Box::new(reader))
+    }
+
+    /// See [`super::time_seek`].
+    async fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<MessageId> {
+        self.shared.check_open()?;
+        validate("channel", topic)?;
+        self.shared.ensure_topic(topic).await?;
+        super::time_seek::time_lower_bound(&self.shared, topic, timestamp).await
     }
 
     fn earliest_message_id(&self) -> MessageId {
