@@ -1008,3 +1008,75 @@ async fn opaque_timestamps_cannot_be_searched() {
     ));
     client.close().await;
 }
+
+/// Subscribes `options`, waiting while a dropped consumer's lease is still held by the task
+/// that releases its spool (at most `common::within`'s wait).
+async fn subscribe_once_free(client: &NsqClient, options: &ConsumerOptions) -> Box<dyn Consumer> {
+    common::within("the subscription freed", async {
+        loop {
+            match client.subscribe(options.clone()).await {
+                Ok(consumer) => break consumer,
+                Err(Error::SubscriptionBusy { .. }) => tokio::task::yield_now().await,
+                Err(e) => panic!("subscribe: {e}"),
+            }
+        }
+    })
+    .await
+}
+
+/// Each kind of consumer owns its subscription's lease: dropped without `close` (a task that
+/// panicked, a stream dropped mid-way), it frees the subscription for the next consumer and
+/// for deleting it. A plain or ordered consumer frees it as it is dropped; a spooled one once
+/// its spool file is released, on the task the drop leaves behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_dropped_without_close_frees_its_subscription() {
+    let cluster = TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("test cluster");
+    let with_offsets = NsqClient::connect(cluster_config(&cluster, 0))
+        .await
+        .expect("client");
+    let upstream = common::server(msgstream_nsq_testd::Extensions::None).await;
+    let spool = tempfile::tempdir().expect("tempdir");
+    let spooling = NsqClient::connect(NsqConfig {
+        nsqd: vec![upstream.tcp_addr().to_string()],
+        nsqd_http: vec![upstream.http_addr().to_string()],
+        spool_dir: spool.path().to_path_buf(),
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    for (kind, client, ordered) in [
+        ("plain", &with_offsets, false),
+        ("ordered", &with_offsets, true),
+        ("spooled", &spooling, true),
+    ] {
+        let topic = common::topic("dropped");
+        let mut options = ConsumerOptions::new(&topic, "sub");
+        options.ordered = ordered;
+        let consumer = client.subscribe(options.clone()).await.expect(kind);
+        assert!(
+            matches!(
+                client.subscribe(options.clone()).await,
+                Err(Error::SubscriptionBusy { .. })
+            ),
+            "{kind}: busy while the first is live"
+        );
+        drop(consumer);
+        let mut next = if kind == "spooled" {
+            subscribe_once_free(client, &options).await
+        } else {
+            client
+                .subscribe(options.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{kind}: free as soon as dropped: {e}"))
+        };
+        next.close().await;
+        client
+            .delete_subscription(&topic, "sub")
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: deletable after close: {e}"));
+    }
+    with_offsets.close().await;
+    spooling.close().await;
+}
