@@ -90,8 +90,10 @@ impl Channel {
                 .iter()
                 .filter(|w| later(Some(w.ready_at)))
                 .count();
+        // A message read ahead before a rewind waits and is still ahead of the cursor: once.
+        let twice = usize::from(self.delivered_ahead.is_some_and(|i| i >= self.cursor));
         (
-            pending.len() + self.waiting.len() + self.queued.len() - deferred,
+            pending.len() + self.waiting.len() + self.queued.len() - deferred - twice,
             deferred,
         )
     }
@@ -129,15 +131,16 @@ impl Channel {
 
     /// `/channel/setoffset` on a channel that exists: [`Channel::reset`], except that the fork's
     /// channel reader has already taken the first undelivered message off the queue when the
-    /// channel has a backlog; that message goes out first after the move, and only once
-    /// (Y6 382-407: rewound to `y6-m2` with `y6-m6` and `y6-m7` undelivered, the consumer got
-    /// m6, m2, m3, m4, m5, m7).
+    /// channel has a backlog; moved back to or before it, that message goes out first, and only
+    /// once (Y6 382-407: rewound to `y6-m2` with `y6-m6` and `y6-m7` undelivered, the consumer
+    /// got m6, m2, m3, m4, m5, m7). Moved past it, it is forgotten with everything else.
     #[must_use = "the owners' in-flight counts must be released"]
     pub fn rewind(&mut self, cursor: usize, log: &[Stored], now: Instant) -> Vec<ClientId> {
         let ahead = log
             .get(self.cursor)
             .filter(|m| m.visible_at.is_none_or(|at| at <= now))
-            .map(|_| self.cursor);
+            .map(|_| self.cursor)
+            .filter(|ahead| cursor <= *ahead);
         let owners = self.reset(cursor);
         if let Some(index) = ahead {
             self.waiting.push(Waiting {
