@@ -185,17 +185,7 @@ async fn y5_ordered_topics() {
 #[tokio::test]
 async fn y6_consume_offsets() {
     let cluster = elected().await;
-    let timestamps: Vec<u32> = (136..=153).chain(262..=275).collect();
     on("youzan-cluster-Y6-setoffset.jsonl", &cluster)
-        .skip(
-            &timestamps,
-            "a `timestamp:` offset the recorder computed from the recording's clock: replayed \
-             later it names another place (timestamp offsets are checked by the crate's tests)",
-        )
-        .skip(
-            &(382..=407).collect::<Vec<u32>>(),
-            "the fork's read-ahead after a rewind (y6-m6 delivered first, once) is not modelled",
-        )
         .skip(&[427, 428], STATS)
         .check()
         .await;

@@ -106,6 +106,12 @@ pub(super) async fn run(replay: &Replay, steps: Vec<Step>) -> Result<Summary, Mi
         if !step.is_client_action() {
             summary.checked += 1;
         }
+        if let Some((_, inner)) = replay.nested.as_ref().filter(|(at, _)| *at == step.step) {
+            let nested = inner.run().await?;
+            summary.checked += nested.checked;
+            summary.skipped += nested.skipped;
+            run.anchor.0 = Instant::now();
+        }
     }
     summary.elapsed = started.elapsed();
     Ok(summary)
@@ -187,7 +193,8 @@ impl Run<'_> {
                 body,
             } => {
                 let addr = self.endpoint(target)?;
-                let call = http_client::request(addr, method, path, headers, body);
+                let body = self.labels.shift_times(body);
+                let call = http_client::request(addr, method, path, headers, &body);
                 let answer = match tokio::time::timeout(HTTP_WAIT, call).await {
                     Ok(Ok(answer)) => answer,
                     Ok(Err(e)) => return fail("HTTP request failed", e.to_string()),
