@@ -16,9 +16,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use msgstream_facade::msgstream::mq::Client;
+use msgstream_facade::msgstream::msg::DecoderRegistry;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::browse;
 use super::guard::Guard;
 use super::state::State;
 use super::views;
@@ -30,6 +32,8 @@ use crate::metrics::{prometheus_text, Telemetry};
 pub struct App {
     /// The backend.
     pub client: Arc<dyn Client>,
+    /// How messages are decoded, as `consume` decodes them.
+    pub registry: Arc<DecoderRegistry>,
     /// What the watcher saw.
     pub state: Arc<RwLock<State>>,
     /// The process's instruments, for `/metrics`.
@@ -53,6 +57,7 @@ pub fn router(app: App, guard: Guard) -> Router {
         .route("/api/overview", get(overview))
         .route("/api/channels", get(channels))
         .route("/api/timetick", get(timetick))
+        .route("/api/messages", get(messages))
         .route("/api/delete", post(delete))
         .route("/metrics", get(metrics))
         .with_state(app)
@@ -121,6 +126,15 @@ async fn timetick(Extract(app): Extract<App>, Query(chosen): Query<Chosen>) -> R
         .into_response(),
         Err(_) => failure(StatusCode::INTERNAL_SERVER_ERROR, "state poisoned".into()),
     }
+}
+
+/// `/api/messages`: a page of one channel's messages (parameters in `browse`).
+async fn messages(
+    Extract(app): Extract<App>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Response {
+    let (status, body) = browse::answer(app.client.as_ref(), &app.registry, &pairs).await;
+    (status, Json(body)).into_response()
 }
 
 /// A delete request: a channel, or one subscription of it; `confirm` repeats the name deleted.

@@ -9,6 +9,7 @@
 
 mod activity;
 mod api;
+mod browse;
 mod guard;
 mod serve;
 mod state;
@@ -83,6 +84,7 @@ pub async fn run(
     let watcher = tokio::spawn(watcher.run(Duration::from_millis(args.refresh_ms)));
     let app = api::App {
         client: factory.client(),
+        registry: factory.stream_options().registry.clone(),
         state,
         telemetry: telemetry.clone(),
         writes: args.allow_admin_writes,
