@@ -131,6 +131,12 @@ impl Rocksmq {
             let committed = match start {
                 InitialPosition::Earliest => 0,
                 InitialPosition::Latest => state.tail().next_id,
+                InitialPosition::Timestamp(_) => {
+                    return Err(Error::Unsupported {
+                        backend: "rocksmq",
+                        what: "seeking by time",
+                    })
+                }
             };
             let record = GroupRecord {
                 committed,

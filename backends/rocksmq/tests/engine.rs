@@ -79,6 +79,7 @@ async fn prefix_topics_are_independent_and_properties_round_trip() {
     let with_props = ProducerMessage {
         payload: "x".into(),
         properties: props.clone(),
+        timestamp: None,
     };
     mq.produce("a", vec![with_props, ProducerMessage::new("y")])
         .await
@@ -417,6 +418,7 @@ async fn properties_appearing_later_and_after_reopen_are_read() {
     let tagged = ProducerMessage {
         payload: "tagged".into(),
         properties: props.clone(),
+        timestamp: None,
     };
     mq.produce("t", vec![ProducerMessage::new("before"), tagged])
         .await

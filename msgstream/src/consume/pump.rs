@@ -156,6 +156,11 @@ impl<R: Runs> Pumps<R> {
         (index, acker)
     }
 
+    /// The consumed channels, by index.
+    pub(crate) fn channels(&self) -> impl Iterator<Item = &str> {
+        self.slots.iter().map(|s| s.channel.as_str())
+    }
+
     pub(crate) fn index_of(&self, channel: &str) -> Result<usize> {
         self.slots
             .iter()
@@ -300,7 +305,7 @@ impl<R: Runs> Pumps<R> {
         Ok((first, moved.unwrap_or(Ok(()))))
     }
 
-    /// Seeks every target in turn, so that a failure changes nothing: when one channel's seek
+    /// Seeks every target (channel index, id, inclusive) in turn, so that a failure changes nothing: when one channel's seek
     /// fails, the channels moved before it are sought back to the point `rewind` names for
     /// each (given the first id its pump had received since it last moved), and so is the
     /// failing channel itself if its consumer says it moved before failing
@@ -309,13 +314,12 @@ impl<R: Runs> Pumps<R> {
     /// the error says which and why.
     pub(crate) async fn seek_all(
         &mut self,
-        targets: &[(usize, MessageId)],
-        inclusive: bool,
+        targets: &[(usize, MessageId, bool)],
         mut rewind: impl FnMut(usize, Option<MessageId>) -> Rewind,
     ) -> std::result::Result<(), SeekFailed> {
         let mut moved: Vec<(usize, Rewind)> = Vec::with_capacity(targets.len());
-        for (index, id) in targets {
-            let error = match self.seek(*index, id, inclusive).await {
+        for (index, id, inclusive) in targets {
+            let error = match self.seek(*index, id, *inclusive).await {
                 Ok((first, Ok(()))) => {
                     moved.push((*index, rewind(*index, first)));
                     continue;

@@ -81,14 +81,14 @@ impl Readers {
     /// Moves readers to positions (each must name a reader channel); every target is checked
     /// before any reader moves.
     pub(crate) async fn seek(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
-        let mut targets: Vec<(String, MessageId)> = Vec::with_capacity(positions.len());
+        let mut targets: Vec<(String, MessageId, bool)> = Vec::with_capacity(positions.len());
         for position in positions {
             self.reader(&position.channel_name)?;
             let id = resolve_position(self.client.as_ref(), position)?;
-            targets.push((position.channel_name.to_string(), id));
+            targets.push((position.channel_name.to_string(), id, inclusive));
         }
-        precheck_targets(self.client.as_ref(), &targets, inclusive).await?;
-        for (channel, id) in &targets {
+        precheck_targets(self.client.as_ref(), &targets).await?;
+        for (channel, id, _) in &targets {
             self.reader(channel)?.seek(id, inclusive).await?;
         }
         Ok(())

@@ -45,19 +45,19 @@ pub(crate) fn check_distinct(channels: &[&str], taken: impl Fn(&str) -> bool) ->
 /// Checks, before anything moves, that each target of a seek is one the channel holds, by
 /// opening (and closing) a reader there: a seek that would fail midway fails here instead,
 /// leaving every channel as it was. Backends without readers are not checked this way.
+/// Targets are (channel, id, inclusive).
 pub(crate) async fn precheck_targets(
     client: &dyn Client,
-    targets: &[(String, MessageId)],
-    inclusive: bool,
+    targets: &[(String, MessageId, bool)],
 ) -> Result<()> {
     if !client.capabilities().readers {
         return Ok(());
     }
-    for (channel, id) in targets {
+    for (channel, id, inclusive) in targets {
         let options = crate::mq::ReaderOptions {
             topic: channel.clone(),
             start: id.clone(),
-            inclusive,
+            inclusive: *inclusive,
         };
         let mut reader = client.create_reader(options).await?;
         reader.close().await;

@@ -19,6 +19,9 @@ pub(super) struct Stored {
 #[derive(Debug, Default)]
 pub(super) struct Topic {
     pub log: Vec<Stored>,
+    /// Per message, the largest timestamp ([`crate::mq::message_timestamp`]) of the log up to
+    /// and including it: ordered, so a time search is a binary search over it.
+    pub high_water: Vec<u64>,
     /// Subscription → index of the first message not yet acked.
     pub cursors: HashMap<String, u64>,
     /// Subscriptions that have a live consumer (subscriptions are exclusive).
@@ -27,6 +30,22 @@ pub(super) struct Topic {
 }
 
 impl Topic {
+    /// Appends one message, keeping [`Topic::high_water`] beside the log.
+    pub fn push(&mut self, message: Stored) {
+        let before = self.high_water.last().copied().unwrap_or(0);
+        let timestamp = crate::mq::message_timestamp(&message.payload).unwrap_or(0);
+        self.high_water.push(before.max(timestamp));
+        self.log.push(message);
+    }
+
+    /// The first message whose timestamp is ≥ `timestamp` (the first whose high-water mark
+    /// reaches it), or the newest message when none is (0 for an empty topic): a lower bound
+    /// that is exact or one message short of the answer.
+    pub fn time_lower_bound(&self, timestamp: u64) -> u64 {
+        let first = self.high_water.partition_point(|&high| high < timestamp);
+        first.min(self.log.len().saturating_sub(1)) as u64
+    }
+
     /// Checks that `id` names a message this topic holds, or the start of the topic: seeking or
     /// reading from anywhere past the newest message is `Error::PastEnd`.
     pub fn check_id(&self, name: &str, id: u64) -> crate::Result<()> {

@@ -82,6 +82,13 @@ impl Client for MemoryClient {
         self.check_open()?;
         validate_channel_name("channel", &options.topic)?;
         validate_channel_name("subscription", &options.subscription)?;
+        let at_time = match options.initial_position {
+            InitialPosition::Timestamp(timestamp) => {
+                let at = self.message_id_at_time(&options.topic, timestamp).await?;
+                decode_id(&at.id)? + u64::from(!at.inclusive)
+            }
+            _ => 0,
+        };
         let (cursor, notify) = self.broker.with_topic(&options.topic, |t| {
             if !t.live.insert(options.subscription.clone()) {
                 return Err(Error::SubscriptionBusy {
@@ -92,6 +99,7 @@ impl Client for MemoryClient {
             let start = match options.initial_position {
                 InitialPosition::Earliest => 0,
                 InitialPosition::Latest => t.log.len() as u64,
+                InitialPosition::Timestamp(_) => at_time,
             };
             let cursor = *t
                 .cursors
@@ -139,6 +147,15 @@ impl Client for MemoryClient {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
+    }
+
+    async fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<MessageId> {
+        self.check_open()?;
+        validate_channel_name("channel", topic)?;
+        let first = self
+            .broker
+            .with_existing(topic, |t| t.time_lower_bound(timestamp));
+        Ok(MessageId::from_u64(first.unwrap_or(0)))
     }
 
     async fn list_topics(&self) -> Result<Vec<String>> {
@@ -229,10 +246,12 @@ impl Producer for MemoryProducer {
             let ids = (first..first + messages.len() as u64)
                 .map(MessageId::from_u64)
                 .collect();
-            t.log.extend(messages.into_iter().map(|m| Stored {
-                payload: m.payload,
-                properties: m.properties,
-            }));
+            for m in messages {
+                t.push(Stored {
+                    payload: m.payload,
+                    properties: m.properties,
+                });
+            }
             t.notify.notify_waiters();
             Ok(ids)
         })

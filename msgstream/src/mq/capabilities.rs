@@ -31,6 +31,10 @@ pub struct Capabilities {
     pub delete_subscriptions: bool,
     /// `Client::delete_topic`.
     pub delete_topics: bool,
+    /// Seeking by time: `Client::time_lower_bound` (so `Client::message_id_at_time`,
+    /// `InitialPosition::Timestamp` and the streams' `seek_to_time`). How exact a backend's
+    /// answer is, and under which configuration, its docs say.
+    pub seek_time: bool,
     /// Per-channel ordering guarantee.
     pub ordering: Ordering,
 }
@@ -44,6 +48,7 @@ impl Capabilities {
         durable_subscriptions: true,
         delete_subscriptions: true,
         delete_topics: true,
+        seek_time: true,
         ordering: Ordering::Strict,
     };
 }

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    Capabilities, ConsumerOptions, Message, MessageId, ProducerMessage, ReaderOptions, Sending,
-    SubscriptionInfo,
+    scan_to_time, Capabilities, ConsumerOptions, Message, MessageId, ProducerMessage,
+    ReaderOptions, Sending, SubscriptionInfo, TimePosition,
 };
 use crate::Result;
 
@@ -96,6 +96,41 @@ pub trait Client: Send + Sync {
             backend: self.backend_name(),
             what: "deleting topics",
         })
+    }
+
+    /// Where a time search of `topic` for `timestamp` starts reading: an id `L` such that no
+    /// message before `L` has a timestamp ≥ `timestamp` (timestamps as defined in
+    /// [`crate::mq::time`]), so reading from `L` inclusively loses no message at or after that
+    /// time. The closer `L` is to the first such message, the shorter the scan that
+    /// [`Client::message_id_at_time`] adds; each backend's docs say how close its index gets
+    /// and when its answer is a lower bound at all (a broker that indexes its own clock needs
+    /// [`crate::mq::Timestamps::Hybrid`]). A channel with no message at or after the time may
+    /// answer an id past its newest message. `Error::Unsupported` where
+    /// `capabilities().seek_time` is false (the default).
+    async fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<MessageId> {
+        let _ = (topic, timestamp);
+        Err(crate::Error::Unsupported {
+            backend: self.backend_name(),
+            what: "seeking by time",
+        })
+    }
+
+    /// The first message of `topic` (in channel order) whose timestamp is ≥ `timestamp`, as of
+    /// the call: [`Client::time_lower_bound`], then a forward scan decoding each message
+    /// ([`crate::mq::scan_to_time`]). When no message has such a timestamp yet, the position
+    /// reads from the first message produced after the call. Exact on every backend whose
+    /// lower bound is one; `Error::Unsupported` where `capabilities().seek_time` is false.
+    async fn message_id_at_time(&self, topic: &str, timestamp: u64) -> Result<TimePosition> {
+        let bound = self.time_lower_bound(topic, timestamp).await?;
+        scan_to_time(self, topic, bound, timestamp).await
+    }
+
+    /// A reader of `topic` starting at the first message with timestamp ≥ `timestamp`
+    /// ([`Client::message_id_at_time`]): what a message browser uses to show a channel from a
+    /// time. `Error::Unsupported` where `capabilities().seek_time` or `readers` is false.
+    async fn create_reader_at_time(&self, topic: &str, timestamp: u64) -> Result<Box<dyn Reader>> {
+        let position = self.message_id_at_time(topic, timestamp).await?;
+        self.create_reader(position.reader_options(topic)).await
     }
 
     /// Closes the client; every later call on it or on what it created returns `Error::Closed`.

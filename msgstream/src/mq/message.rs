@@ -11,15 +11,28 @@ pub struct ProducerMessage {
     pub payload: Bytes,
     /// Properties stored beside the payload.
     pub properties: Properties,
+    /// The message's timestamp ([`crate::mq::message_timestamp`] of the payload), for
+    /// backends that keep a time index (rocksmq). The streams set it; `None` tells such an
+    /// index nothing, so it must assume the latest possible time and a time search reads
+    /// from that message on (still exact, only longer). A wrong value makes time searches
+    /// miss messages: leave it `None` rather than guess.
+    pub timestamp: Option<u64>,
 }
 
 impl ProducerMessage {
-    /// A message with no properties.
+    /// A message with no properties and no timestamp.
     pub fn new(payload: impl Into<Bytes>) -> Self {
         ProducerMessage {
             payload: payload.into(),
             properties: Properties::new(),
+            timestamp: None,
         }
+    }
+
+    /// Same message carrying `timestamp` (see [`ProducerMessage::timestamp`]).
+    pub fn with_timestamp(mut self, timestamp: u64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
     }
 }
 

@@ -12,6 +12,7 @@ mod lease;
 mod message;
 mod options;
 mod sending;
+pub mod time;
 
 pub use crate::base::{MessageId, Properties};
 pub use capabilities::{Capabilities, Ordering};
@@ -23,3 +24,4 @@ pub use options::{
     validate_channel_name, ConsumerOptions, InitialPosition, ReaderOptions, SubscriptionInfo,
 };
 pub use sending::Sending;
+pub use time::{message_timestamp, scan_to_time, TimePosition, Timestamps};

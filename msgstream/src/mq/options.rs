@@ -12,6 +12,10 @@ pub enum InitialPosition {
     Earliest,
     /// Only messages produced after the subscription was created.
     Latest,
+    /// From the first message whose timestamp is ≥ this one (timestamps and "first" as in
+    /// [`crate::mq::time`]; the position [`crate::mq::Client::message_id_at_time`] answers at
+    /// subscribe time). `Error::Unsupported` where `Capabilities::seek_time` is false.
+    Timestamp(u64),
 }
 
 /// How to subscribe a consumer.

@@ -161,13 +161,15 @@ impl Producers {
     }
 }
 
-/// Encodes a message and attaches the caller's trace context to its properties.
+/// Encodes a message, attaches the caller's trace context to its properties, and tells the
+/// backend its timestamp (for a time index).
 fn to_producer_message(msg: &TsMsg, cx: &opentelemetry::Context) -> ProducerMessage {
     let mut properties = msg.properties.clone();
     trace::inject(cx, &mut properties);
     ProducerMessage {
         payload: msg.encode(),
         properties,
+        timestamp: Some(msg.end_ts()),
     }
 }
 

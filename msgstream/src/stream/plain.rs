@@ -281,6 +281,29 @@ impl MsgStream {
         self.seek_to(positions, true).await
     }
 
+    /// Moves every consumed channel to the first message whose timestamp is ≥ `timestamp`
+    /// (timestamps and "first" as in [`crate::mq::time`]: channel order, and messages after it
+    /// may still be below `timestamp`, since timestamps are ordered only across timeticks).
+    /// A channel with no such message yet continues with the first message produced after
+    /// the call. Each channel's target is found by [`Client::message_id_at_time`] before
+    /// anything moves; then it moves as [`MsgStream::seek`] does (a failed seek changes
+    /// nothing). `Error::Unsupported` where the backend cannot seek by time.
+    pub async fn seek_to_time(&mut self, timestamp: u64) -> Result<()> {
+        let client = self.client.clone();
+        let side = self
+            .consumers
+            .as_ref()
+            .ok_or_else(|| Error::NotSubscribed {
+                channel: String::new(),
+            })?;
+        let mut targets = Vec::new();
+        for (index, channel) in side.pumps.channels().enumerate() {
+            let at = client.message_id_at_time(channel, timestamp).await?;
+            targets.push((channel.to_string(), index, at.id, at.inclusive));
+        }
+        self.seek_targets(targets).await
+    }
+
     async fn seek_to(&mut self, positions: &[MsgPosition], inclusive: bool) -> Result<()> {
         let client = self.client.clone();
         let side = self
@@ -304,20 +327,33 @@ impl MsgStream {
                     position.channel_name
                 )));
             }
-            targets.push((index, resolve_position(client.as_ref(), position)?));
+            let id = resolve_position(client.as_ref(), position)?;
+            targets.push((position.channel_name.to_string(), index, id, inclusive));
         }
-        let named: Vec<(String, MessageId)> = positions
+        self.seek_targets(targets).await
+    }
+
+    /// Moves each target (channel, its index, id, inclusive), checking every target first.
+    async fn seek_targets(&mut self, targets: Vec<(String, usize, MessageId, bool)>) -> Result<()> {
+        let client = self.client.clone();
+        let Some(side) = self.consumers.as_mut() else {
+            return Ok(());
+        };
+        let named: Vec<(String, MessageId, bool)> = targets
             .iter()
-            .zip(&targets)
-            .map(|(p, (_, id))| (p.channel_name.to_string(), id.clone()))
+            .map(|(channel, _, id, inclusive)| (channel.clone(), id.clone(), *inclusive))
             .collect();
-        precheck_targets(client.as_ref(), &named, inclusive).await?;
+        precheck_targets(client.as_ref(), &named).await?;
+        let targets: Vec<(usize, MessageId, bool)> = targets
+            .into_iter()
+            .map(|(_, index, id, inclusive)| (index, id, inclusive))
+            .collect();
         // A channel put back resumes right after the last message the application had from
         // it, or else at the first one its pump had received.
         let handed = &side.handed;
         let sought = side
             .pumps
-            .seek_all(&targets, inclusive, |index, first| {
+            .seek_all(&targets, |index, first| {
                 match handed.get(index).cloned().flatten() {
                     Some(last) => Some((last, false)),
                     None => first.map(|id| (id, true)),
@@ -325,7 +361,7 @@ impl MsgStream {
             })
             .await;
         let moved: Vec<usize> = match sought {
-            Ok(()) => targets.iter().map(|(index, _)| *index).collect(),
+            Ok(()) => targets.iter().map(|(index, _, _)| *index).collect(),
             Err(failed) => {
                 // Tokens received before the move carry the old delivery epoch: dropped, so
                 // the messages they stand for are acked when they come again.

@@ -121,6 +121,9 @@ impl Client for FaultyClient {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
+    async fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<MessageId> {
+        self.inner.time_lower_bound(topic, timestamp).await
+    }
     async fn close(&self) {
         self.inner.close().await
     }

@@ -10,6 +10,7 @@ mod feed;
 pub(crate) mod runs;
 mod stream;
 mod summary;
+mod time_seek;
 
 pub use crate::consume::LatePolicy;
 pub use aligner::{TimetickAligner, WatermarkHolder};

@@ -96,6 +96,10 @@ impl TtMsgStream {
     }
 
     /// Subscribes to all `channels` at once (their order is the order of messages in packs).
+    ///
+    /// A new subscription at [`InitialPosition::Timestamp`] starts at each channel's first
+    /// message at or after that time (the plain rule, which may cut a pack in two); for exactly
+    /// the packs of a time, use [`TtMsgStream::seek_to_time`].
     pub async fn as_consumer(
         &mut self,
         channels: &[&str],
@@ -259,19 +263,23 @@ impl TtMsgStream {
             ids.push(resolve_position(client.as_ref(), position)?);
         }
         let aligner = TimetickAligner::resume(&ordered, late_policy)?;
-        let named: Vec<(String, MessageId)> = ordered
+        let named: Vec<(String, MessageId, bool)> = ordered
             .iter()
             .zip(&ids)
-            .map(|(p, id)| (p.channel_name.to_string(), id.clone()))
+            .map(|(p, id)| (p.channel_name.to_string(), id.clone(), true))
             .collect();
-        precheck_targets(client.as_ref(), &named, true).await?;
+        precheck_targets(client.as_ref(), &named).await?;
         // A channel put back re-reads from where it would resume now (the first message its
         // aligner holds, or its last tick), or else from the first message its pump received.
         let resume_points = side.aligner.positions();
-        let targets: Vec<(usize, MessageId)> = ids.into_iter().enumerate().collect();
+        let targets: Vec<(usize, MessageId, bool)> = ids
+            .into_iter()
+            .enumerate()
+            .map(|(index, id)| (index, id, true))
+            .collect();
         let sought = side
             .pumps
-            .seek_all(&targets, true, |index, first| {
+            .seek_all(&targets, |index, first| {
                 let here = resume_points
                     .get(index)
                     .filter(|p| !p.msg_id.is_empty())
@@ -295,6 +303,33 @@ impl TtMsgStream {
         side.aligner = aligner;
         side.closed = false;
         Ok(())
+    }
+
+    /// Moves the stream so that it yields exactly the packs a consumer positioned at the last
+    /// timetick before `timestamp` would read: per channel, its last tick with a timestamp
+    /// below `timestamp` (before its first tick at or above it), or the channel's start where
+    /// it has none; then [`TtMsgStream::seek`] to those positions, which it returns (one per
+    /// channel, in subscription order; save them to come back). When every channel ticks at
+    /// the same timestamps, the first pack is the one whose `begin_ts < timestamp ≤ end_ts`,
+    /// followed by every later pack, exactly as in an uninterrupted run.
+    ///
+    /// Each tick is found from the backend's time index (probes at `timestamp − 1, − 2, − 4,
+    /// …`, reading forward from each lower bound, see `Client::time_lower_bound`), never by
+    /// reading the channel from its start unless the tick is near it. `Error::Unsupported`
+    /// where the backend cannot seek by time; nothing moves on any error.
+    pub async fn seek_to_time(&mut self, timestamp: u64) -> Result<Vec<MsgPosition>> {
+        let client = self.client.clone();
+        let side = self.side.as_ref().ok_or_else(|| Error::NotSubscribed {
+            channel: String::new(),
+        })?;
+        let channels: Vec<String> = side.aligner.channel_names().map(str::to_string).collect();
+        let mut positions = Vec::with_capacity(channels.len());
+        for channel in &channels {
+            positions
+                .push(super::time_seek::tick_before(client.as_ref(), channel, timestamp).await?);
+        }
+        self.seek(&positions).await?;
+        Ok(positions)
     }
 
     /// Where each channel would resume now (the end positions of the last pack, or better).

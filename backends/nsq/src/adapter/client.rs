@@ -77,6 +77,7 @@ impl Shared {
         caps.durable_subscriptions = true;
         caps.delete_subscriptions = admin;
         caps.delete_topics = admin || self.cluster.is_some();
+        caps.seek_time = false;
         // A standalone Youzan nsqd requeues a closed connection's messages in no fixed order
         // (Y8 127-129) and cannot restart a channel at its confirmed offset to restore it.
         caps.ordering = if offsets {
@@ -267,6 +268,10 @@ impl NsqClient {
                     backend: BACKEND,
                     what: "starting a subscription at Latest without nsqd_http",
                 }),
+                InitialPosition::Timestamp(_) => Err(Error::Unsupported {
+                    backend: BACKEND,
+                    what: "seeking by time",
+                }),
             };
         }
         let channels = admin.channels(&options.topic).await?.unwrap_or_default();
@@ -295,6 +300,10 @@ impl NsqClient {
             return Ok(confirmed.map(ConsumeOffset::VirtualQueue));
         }
         match (self.shared.partition(), options.initial_position) {
+            (_, InitialPosition::Timestamp(_)) => Err(Error::Unsupported {
+                backend: BACKEND,
+                what: "seeking by time",
+            }),
             // A standalone Youzan nsqd has no `virtual_queue:0`; a new channel gets the topic's
             // earlier messages only as its first channel (Y8 63), as upstream nsqd does.
             (Some(_), InitialPosition::Earliest) if !self.shared.offsets() => Ok(None),

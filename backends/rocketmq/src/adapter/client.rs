@@ -214,7 +214,9 @@ impl Client for RocketMqClient {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
+        let mut caps = Capabilities::ALL;
+        caps.seek_time = false;
+        caps
     }
 
     async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {

@@ -153,6 +153,12 @@ impl RocketMqConsumer {
                 let start = match options.initial_position {
                     InitialPosition::Earliest => admin.min_offset(&queue).await?,
                     InitialPosition::Latest => shared.max_offset(&queue).await?,
+                    InitialPosition::Timestamp(_) => {
+                        return Err(Error::Unsupported {
+                            backend: BACKEND,
+                            what: "seeking by time",
+                        })
+                    }
                 };
                 admin.create_group(&wrapped_group).await?;
                 admin

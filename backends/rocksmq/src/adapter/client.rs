@@ -97,7 +97,9 @@ impl Client for RocksmqClient {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
+        let mut caps = Capabilities::ALL;
+        caps.seek_time = false;
+        caps
     }
 
     async fn list_topics(&self) -> Result<Vec<String>> {

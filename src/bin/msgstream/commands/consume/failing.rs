@@ -74,6 +74,19 @@ impl Client for FailingClient {
         self.0.capabilities()
     }
 
+    fn time_lower_bound<'s, 't, 'a>(
+        &'s self,
+        topic: &'t str,
+        timestamp: u64,
+    ) -> Fut<'a, Result<MessageId>>
+    where
+        's: 'a,
+        't: 'a,
+        Self: 'a,
+    {
+        self.0.time_lower_bound(topic, timestamp)
+    }
+
     fn close<'s, 'a>(&'s self) -> Fut<'a, ()>
     where
         's: 'a,
