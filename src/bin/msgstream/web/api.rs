@@ -87,6 +87,7 @@ async fn overview(Extract(app): Extract<App>) -> Json<Value> {
         "capabilities": {
             "readers": caps.readers,
             "seek": caps.seek,
+            "seek_time": caps.seek_time,
             "latest_id": caps.latest_id,
             "delete_subscriptions": caps.delete_subscriptions,
             "delete_topics": caps.delete_topics,

@@ -16,8 +16,10 @@
 //! At most one of `from`, `from_time`, `cursor`; with none, the page starts at the channel's
 //! first message (oldest first) or its last (newest first).
 //!
-//! The answer is `{channel, order, limit, messages, next_cursor}`: `next_cursor` is `null` on
-//! the last page. A backend without readers answers `{channel, unavailable}`, with no
+//! The answer is `{channel, order, limit, messages, next_cursor, from_time_found_by}`:
+//! `next_cursor` is `null` on the last page; `from_time_found_by` says how a `from_time` was
+//! found (`"time index"`, or `"scan"` from the channel's first message where the backend has
+//! no time index), `null` without one. A backend without readers answers `{channel, unavailable}`, with no
 //! `messages`, never an empty list standing for messages it cannot read. A refused request is
 //! `{error, kind}` with a 4xx status ([`query::Problem`]); a failing backend is 502.
 
@@ -89,6 +91,7 @@ async fn browse(
         "limit": browse.limit,
         "messages": messages,
         "next_cursor": page.next.map(|id| short_id(id.as_bytes())),
+        "from_time_found_by": page.time_found_by,
     }))
 }
 

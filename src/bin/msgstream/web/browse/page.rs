@@ -4,17 +4,21 @@
 //! Readers only go forward. Oldest first opens one at the page's start and reads `limit`
 //! messages. Newest first reads from the channel's first message up to the page's start,
 //! keeping only the last `limit` messages seen: memory stays one page, but the time grows with
-//! the messages before the start (the whole channel for its newest page). `from_time` is a
-//! forward scan from the channel's first message too: the page starts at the first message
-//! whose timestamp is at or above the time (oldest first), or ends before the first one above
-//! it (newest first).
+//! the messages before the start (the whole channel for its newest page).
+//!
+//! A time is found as the core's seek by time finds it ([`msgstream_facade::msgstream::mq::time`]:
+//! a message's timestamp is its `end_ts`; the first message in channel order at or above the
+//! time): through the backend's time index where it has one (`capabilities().seek_time`), else
+//! by a forward scan from the channel's first message ([`scan_to_time`] from the earliest id),
+//! which reads every message before the answer.
 
 use std::collections::VecDeque;
 
-use msgstream_facade::msgstream::mq::{Client, Message, MessageId, Reader, ReaderOptions};
-use msgstream_facade::msgstream::msg::{DecoderRegistry, MsgHeader, MsgPosition, TsMsg};
+use msgstream_facade::msgstream::mq::{
+    scan_to_time, Client, Message, MessageId, Reader, ReaderOptions, TimePosition,
+};
+use msgstream_facade::msgstream::msg::{DecoderRegistry, MsgPosition, TsMsg};
 use msgstream_facade::msgstream::Error as StreamError;
-use prost::Message as _;
 use serde_json::{json, Value};
 
 use super::query::{Browse, Order, Problem, Refused, Start};
@@ -30,71 +34,21 @@ pub struct Page {
     pub messages: Vec<Message>,
     /// The id of the page's last message, when more follow it in the page's order.
     pub next: Option<MessageId>,
+    /// How a `from_time` was found: `"time index"` or `"scan"`; `None` without one.
+    pub time_found_by: Option<&'static str>,
+}
+
+/// Where a page starts, as ids: the first message of the page is at `At` (inclusive) or just
+/// past `After`, in the page's order.
+enum Bound {
+    Edge,
+    At(MessageId),
+    After(MessageId),
 }
 
 /// Reads the page `browse` asks for from `client`, whose readers the caller has checked.
 pub async fn read(client: &dyn Client, browse: &Browse) -> Result<Page, Refused> {
-    let start = resolve(client, &browse.start)?;
-    let (first, inclusive) = match (&start, browse.order) {
-        (From::At(id), Order::Oldest) => (id.clone(), true),
-        (From::After(id), Order::Oldest) => (id.clone(), false),
-        _ => (client.earliest_message_id(), true),
-    };
-    let mut reader = client
-        .create_reader(ReaderOptions {
-            topic: browse.channel.clone(),
-            start: first,
-            inclusive,
-        })
-        .await
-        .map_err(backend)?;
-    let page = match browse.order {
-        Order::Oldest => oldest(reader.as_mut(), &start, browse.limit).await,
-        Order::Newest => newest(reader.as_mut(), &start, browse.limit).await,
-    };
-    reader.close().await;
-    let page = page.map_err(backend)?;
-    if page.messages.is_empty() && !matches!(start, From::Edge) {
-        return Err(Refused::new(
-            Problem::PastEnd,
-            format!(
-                "channel {:?} has no message {}",
-                browse.channel,
-                start.describe(browse.order)
-            ),
-        ));
-    }
-    Ok(page)
-}
-
-/// [`Start`] with the ids checked by the backend.
-enum From {
-    Edge,
-    At(MessageId),
-    After(MessageId),
-    Time(u64),
-}
-
-impl From {
-    /// Where the page looked, for the error saying it found nothing there.
-    fn describe(&self, order: Order) -> String {
-        let (at, past) = match order {
-            Order::Oldest => ("at or after", "after"),
-            Order::Newest => ("at or before", "before"),
-        };
-        match self {
-            From::Edge => "at all".to_string(),
-            From::At(id) => format!("{at} id {}", short_id(id.as_bytes())),
-            From::After(id) => format!("{past} id {}", short_id(id.as_bytes())),
-            From::Time(ts) => match order {
-                Order::Oldest => format!("with a timestamp at or above {ts}"),
-                Order::Newest => format!("before the first with a timestamp above {ts}"),
-            },
-        }
-    }
-}
-
-fn resolve(client: &dyn Client, start: &Start) -> Result<From, Refused> {
+    let topic = browse.channel.as_str();
     let id = |bytes: &[u8]| {
         client.message_id_from_bytes(bytes).map_err(|e| {
             Refused::new(
@@ -103,12 +57,98 @@ fn resolve(client: &dyn Client, start: &Start) -> Result<From, Refused> {
             )
         })
     };
-    Ok(match start {
-        Start::Edge => From::Edge,
-        Start::At(bytes) => From::At(id(bytes)?),
-        Start::After(bytes) => From::After(id(bytes)?),
-        Start::Time(ts) => From::Time(*ts),
+    let mut time_found_by = None;
+    let bound = match (&browse.start, browse.order) {
+        (Start::Edge, _) => Bound::Edge,
+        (Start::At(bytes), _) => Bound::At(id(bytes)?),
+        (Start::After(bytes), _) => Bound::After(id(bytes)?),
+        (Start::Time(ts), Order::Oldest) => {
+            let (found, by) = at_time(client, topic, *ts).await.map_err(backend)?;
+            time_found_by = Some(by);
+            if found.inclusive {
+                Bound::At(found.id)
+            } else {
+                Bound::After(found.id)
+            }
+        }
+        // Newest first ends before the first message above the time.
+        (Start::Time(ts), Order::Newest) => match ts.checked_add(1) {
+            None => Bound::Edge,
+            Some(above) => {
+                let (found, by) = at_time(client, topic, above).await.map_err(backend)?;
+                time_found_by = Some(by);
+                if found.inclusive {
+                    Bound::After(found.id)
+                } else {
+                    Bound::At(found.id)
+                }
+            }
+        },
+    };
+    let (first, inclusive) = match (&bound, browse.order) {
+        (Bound::At(id), Order::Oldest) => (id.clone(), true),
+        (Bound::After(id), Order::Oldest) => (id.clone(), false),
+        _ => (client.earliest_message_id(), true),
+    };
+    let mut reader = client
+        .create_reader(ReaderOptions {
+            topic: topic.to_string(),
+            start: first,
+            inclusive,
+        })
+        .await
+        .map_err(backend)?;
+    let page = match browse.order {
+        Order::Oldest => oldest(reader.as_mut(), browse.limit).await,
+        Order::Newest => newest(reader.as_mut(), &bound, browse.limit).await,
+    };
+    reader.close().await;
+    let (messages, next) = page.map_err(backend)?;
+    if messages.is_empty() && !matches!(browse.start, Start::Edge) {
+        return Err(Refused::new(
+            Problem::PastEnd,
+            format!(
+                "channel {topic:?} has no message {}",
+                describe(&browse.start, browse.order)
+            ),
+        ));
+    }
+    Ok(Page {
+        messages,
+        next,
+        time_found_by,
     })
+}
+
+/// The first message of `topic` at or above `timestamp`, and how it was found.
+async fn at_time(
+    client: &dyn Client,
+    topic: &str,
+    timestamp: u64,
+) -> Result<(TimePosition, &'static str), StreamError> {
+    if client.capabilities().seek_time {
+        let found = client.message_id_at_time(topic, timestamp).await?;
+        return Ok((found, "time index"));
+    }
+    let found = scan_to_time(client, topic, client.earliest_message_id(), timestamp).await?;
+    Ok((found, "scan"))
+}
+
+/// Where the page looked, for the error saying it found nothing there.
+fn describe(start: &Start, order: Order) -> String {
+    let (at, past) = match order {
+        Order::Oldest => ("at or after", "after"),
+        Order::Newest => ("at or before", "before"),
+    };
+    match start {
+        Start::Edge => "at all".to_string(),
+        Start::At(id) => format!("{at} id {}", short_id(id)),
+        Start::After(id) => format!("{past} id {}", short_id(id)),
+        Start::Time(ts) => match order {
+            Order::Oldest => format!("with a timestamp at or above {ts}"),
+            Order::Newest => format!("before the first with a timestamp above {ts}"),
+        },
+    }
 }
 
 /// A reader's failure: an id past the newest or below retention is the request's, anything
@@ -127,44 +167,32 @@ fn backend(e: StreamError) -> Refused {
     Refused::new(problem, message)
 }
 
-/// The timestamp of a message's header; `None` when it has none (it does not decode).
-fn timestamp(msg: &Message) -> Option<u64> {
-    MsgHeader::decode(msg.payload.as_ref())
-        .ok()?
-        .base
-        .map(|b| b.timestamp)
-}
+/// A page's messages and the cursor of the next page, if any.
+type Read = (Vec<Message>, Option<MessageId>);
 
-/// Up to `limit` messages from the reader's start on (past those below the time, for a time).
-async fn oldest(reader: &mut dyn Reader, start: &From, limit: usize) -> Result<Page, StreamError> {
+/// Up to `limit` messages from the reader's start on.
+async fn oldest(reader: &mut dyn Reader, limit: usize) -> Result<Read, StreamError> {
     let mut messages = Vec::with_capacity(limit);
     while messages.len() < limit && reader.has_next().await? {
-        let msg = reader.next().await?;
-        if let From::Time(ts) = start {
-            if messages.is_empty() && timestamp(&msg).is_none_or(|t| t < *ts) {
-                continue;
-            }
-        }
-        messages.push(msg);
+        messages.push(reader.next().await?);
     }
     let more = !messages.is_empty() && reader.has_next().await?;
     let next = more
         .then(|| messages.last().map(|m| m.id.clone()))
         .flatten();
-    Ok(Page { messages, next })
+    Ok((messages, next))
 }
 
-/// The last `limit` messages before the page's start is passed, newest first.
-async fn newest(reader: &mut dyn Reader, start: &From, limit: usize) -> Result<Page, StreamError> {
+/// The last `limit` messages up to `bound`, newest first.
+async fn newest(reader: &mut dyn Reader, bound: &Bound, limit: usize) -> Result<Read, StreamError> {
     let mut kept: VecDeque<Message> = VecDeque::with_capacity(limit + 1);
     let mut earlier = false;
     while reader.has_next().await? {
         let msg = reader.next().await?;
-        let passed = match start {
-            From::Edge => false,
-            From::At(id) => msg.id > *id,
-            From::After(id) => msg.id >= *id,
-            From::Time(ts) => timestamp(&msg).is_some_and(|t| t > *ts),
+        let passed = match bound {
+            Bound::Edge => false,
+            Bound::At(id) => msg.id > *id,
+            Bound::After(id) => msg.id >= *id,
         };
         if passed {
             break;
@@ -178,10 +206,7 @@ async fn newest(reader: &mut dyn Reader, start: &From, limit: usize) -> Result<P
     let next = earlier
         .then(|| kept.front().map(|m| m.id.clone()))
         .flatten();
-    Ok(Page {
-        messages: kept.into_iter().rev().collect(),
-        next,
-    })
+    Ok((kept.into_iter().rev().collect(), next))
 }
 
 /// One message of a page: the object `consume --format json` prints for it, with `line` (the

@@ -27,8 +27,9 @@ pub enum Start {
     At(Vec<u8>),
     /// Just past the message with this id, in the page's order: `cursor`.
     After(Vec<u8>),
-    /// A timestamp: `from_time`. Oldest first starts at the first message whose timestamp is
-    /// at or above it; newest first at the last message before the first one above it.
+    /// A timestamp: `from_time`, as the core's seek by time reads timestamps (a message's
+    /// `end_ts`). Oldest first starts at the first message, in channel order, whose timestamp
+    /// is at or above it; newest first at the last message before the first one above it.
     Time(u64),
 }
 

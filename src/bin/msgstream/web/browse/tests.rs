@@ -120,6 +120,17 @@ async fn pages_start_at_an_id_or_a_time() {
         page("channel=c&from_time=60&limit=2&order=newest").await,
         ["5", "4"]
     );
+    assert_eq!(
+        page("channel=c&from_time=18446744073709551615&limit=1&order=newest").await,
+        ["120"]
+    );
+    let (_, by_time) = ask(&client, "channel=c&from_time=55").await;
+    assert_eq!(
+        by_time["from_time_found_by"], "time index",
+        "the memory backend has one"
+    );
+    let (_, by_id) = ask(&client, "channel=c&from=5").await;
+    assert_eq!(by_id["from_time_found_by"], Value::Null);
 }
 
 #[tokio::test]
