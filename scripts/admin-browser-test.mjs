@@ -127,6 +127,8 @@ async function browse(page, channel, lagBefore) {
   const fromTime = await show(page, "#msg-show");
   const firstAt = first.find((r) => Number(r.ts.split("..")[0]) >= Number(ts));
   if (fromTime[0]?.id !== firstAt.id) fail(`from time ${ts} starts at ${fromTime[0]?.id}, not ${firstAt.id}`);
+  const how = await page.locator("#msg-how").textContent();
+  if (!/^time found by (scan|time index)$/.test(how)) fail(`how the time was found: ${how}`);
   await page.fill("#msg-time", "");
 
   // A malformed id is said, with no rows.

@@ -120,6 +120,8 @@ async function showMessages(cursor) {
   const data = await response.json();
   tbody.replaceChildren();
   const problem = response.ok ? data.unavailable : `${data.error} (${data.kind})`;
+  document.getElementById("msg-how").textContent = response.ok && data.from_time_found_by
+    ? `time found by ${data.from_time_found_by}` : "";
   note.hidden = !problem;
   note.textContent = problem || "";
   nextCursor = (response.ok && data.next_cursor) || null;

@@ -247,3 +247,39 @@ pub fn entry(registry: &DecoderRegistry, msg: &Message) -> Value {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_outside_the_channel_is_the_requests_problem_not_the_backends() {
+        let id = MessageId::from_u64(7);
+        let cases = [
+            (
+                StreamError::PastEnd {
+                    channel: "c".into(),
+                    id: id.clone(),
+                    latest: None,
+                },
+                Problem::PastEnd,
+            ),
+            (
+                StreamError::BelowRetention {
+                    channel: "c".into(),
+                    id,
+                    oldest: None,
+                },
+                Problem::Retained,
+            ),
+            (
+                StreamError::InvalidArgument("no".into()),
+                Problem::BadParameter,
+            ),
+            (StreamError::Closed("reader"), Problem::Backend),
+        ];
+        for (error, problem) in cases {
+            assert_eq!(backend(error).problem, problem);
+        }
+    }
+}
