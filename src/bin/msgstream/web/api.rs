@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::browse;
+use super::checkpoints::Checkpoints;
 use super::guard::Guard;
 use super::state::State;
 use super::views;
@@ -34,6 +35,8 @@ pub struct App {
     pub client: Arc<dyn Client>,
     /// How messages are decoded, as `consume` decodes them.
     pub registry: Arc<DecoderRegistry>,
+    /// Where the watcher's reader passed, for newest-first pages.
+    pub checkpoints: Arc<Checkpoints>,
     /// What the watcher saw.
     pub state: Arc<RwLock<State>>,
     /// The process's instruments, for `/metrics`.
@@ -134,7 +137,8 @@ async fn messages(
     Extract(app): Extract<App>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Response {
-    let (status, body) = browse::answer(app.client.as_ref(), &app.registry, &pairs).await;
+    let (status, body) =
+        browse::answer(app.client.as_ref(), &app.registry, &app.checkpoints, &pairs).await;
     (status, Json(body)).into_response()
 }
 

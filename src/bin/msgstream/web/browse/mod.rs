@@ -16,15 +16,19 @@
 //! At most one of `from`, `from_time`, `cursor`; with none, the page starts at the channel's
 //! first message (oldest first) or its last (newest first).
 //!
-//! The answer is `{channel, order, limit, messages, next_cursor, from_time_found_by}`:
-//! `next_cursor` is `null` on the last page; `from_time_found_by` says how a `from_time` was
-//! found (`"time index"`, or `"scan"` from the channel's first message where the backend has
-//! no time index), `null` without one. A backend without readers answers `{channel, unavailable}`, with no
+//! The answer is `{channel, order, limit, messages, next_cursor, from_time_found_by,
+//! messages_read}`: `next_cursor` is `null` on the last page; `from_time_found_by` says how a
+//! `from_time` was found (`"time index"`, or `"scan"` from the channel's first message where
+//! the backend has no time index), `null` without one; `messages_read` is how many messages the
+//! page's readers read (newest first reads up to the page, from a checkpoint of the watcher's
+//! where it has one: `checkpoints.rs`). A backend without readers answers `{channel, unavailable}`, with no
 //! `messages`, never an empty list standing for messages it cannot read. A refused request is
 //! `{error, kind}` with a 4xx status ([`query::Problem`]); a failing backend is 502.
 
+mod entry;
 mod page;
 pub mod query;
+mod scan;
 
 use axum::http::StatusCode;
 use msgstream_facade::msgstream::mq::Client;
@@ -32,15 +36,17 @@ use msgstream_facade::msgstream::msg::DecoderRegistry;
 use serde_json::{json, Value};
 
 use crate::commands::short_id;
+use crate::web::checkpoints::Checkpoints;
 use query::{Order, Problem, Refused};
 
 /// The answer to a `/api/messages` request with these query pairs: a status and its JSON.
 pub async fn answer(
     client: &dyn Client,
     registry: &DecoderRegistry,
+    checkpoints: &Checkpoints,
     pairs: &[(String, String)],
 ) -> (StatusCode, Value) {
-    match browse(client, registry, pairs).await {
+    match browse(client, registry, checkpoints, pairs).await {
         Ok(value) => (StatusCode::OK, value),
         Err(refused) => (
             refused.problem.status(),
@@ -52,6 +58,7 @@ pub async fn answer(
 async fn browse(
     client: &dyn Client,
     registry: &DecoderRegistry,
+    checkpoints: &Checkpoints,
     pairs: &[(String, String)],
 ) -> Result<Value, Refused> {
     let browse = query::parse(pairs)?;
@@ -76,11 +83,11 @@ async fn browse(
             format!("{backend} has no channel {:?}", browse.channel),
         ));
     }
-    let page = page::read(client, &browse).await?;
+    let page = page::read(client, checkpoints, &browse).await?;
     let messages: Vec<Value> = page
         .messages
         .iter()
-        .map(|m| page::entry(registry, m))
+        .map(|m| entry::entry(registry, m))
         .collect();
     Ok(json!({
         "channel": browse.channel,
@@ -92,6 +99,7 @@ async fn browse(
         "messages": messages,
         "next_cursor": page.next.map(|id| short_id(id.as_bytes())),
         "from_time_found_by": page.time_found_by,
+        "messages_read": page.read,
     }))
 }
 

@@ -1,23 +1,31 @@
 //! The browser over the in-memory backend: pages in both orders and from each start, each
 //! message as `consume` shows it, bad input refused with its kind, and nothing moved.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use axum::http::StatusCode;
 use msgstream_facade::msgstream::mem::MemoryClient;
-use msgstream_facade::msgstream::mq::{Client, ConsumerOptions, ProducerMessage};
+use msgstream_facade::msgstream::mq::{Client, ConsumerOptions, MessageId, ProducerMessage};
 use msgstream_facade::msgstream::msg::DecoderRegistry;
 use serde_json::Value;
 
 use super::answer;
 use crate::commands::kinds::{build, Kind};
+use crate::web::checkpoints::Checkpoints;
+use crate::web::state::State;
+use crate::web::watch::Watcher;
 
 /// Channel `c`: 120 inserts, message i with payload `m{i}` and timestamp 10·(i+1), the first
 /// with a property; then one payload that does not decode (id 120).
 async fn channel() -> Arc<dyn Client> {
+    channel_of(120).await
+}
+
+/// [`channel`] with `inserts` inserts.
+async fn channel_of(inserts: u64) -> Arc<dyn Client> {
     let client: Arc<dyn Client> = Arc::new(MemoryClient::new());
     let producer = client.create_producer("c").await.expect("producer");
-    for i in 0..120u64 {
+    for i in 0..inserts {
         let msg = build(
             Kind::Insert,
             i as i64,
@@ -40,12 +48,26 @@ async fn channel() -> Arc<dyn Client> {
 }
 
 async fn ask(client: &Arc<dyn Client>, query: &str) -> (StatusCode, Value) {
+    ask_with(client, &Checkpoints::default(), query).await
+}
+
+async fn ask_with(
+    client: &Arc<dyn Client>,
+    checkpoints: &Checkpoints,
+    query: &str,
+) -> (StatusCode, Value) {
     let pairs: Vec<(String, String)> = query
         .split('&')
         .filter_map(|p| p.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    answer(client.as_ref(), &DecoderRegistry::default(), &pairs).await
+    answer(
+        client.as_ref(),
+        &DecoderRegistry::default(),
+        checkpoints,
+        &pairs,
+    )
+    .await
 }
 
 fn ids(page: &Value) -> Vec<String> {
@@ -251,4 +273,52 @@ async fn browsing_takes_no_subscription_and_moves_none() {
     let next = consumer.recv().await.expect("recv").expect("a message");
     assert_eq!(next.id.as_u64(), Some(5), "g resumes where it was");
     consumer.close().await;
+}
+
+#[tokio::test]
+async fn newest_first_reads_from_the_watchers_checkpoints_and_shows_the_same_page() {
+    let client = channel_of(3000).await;
+    let checkpoints = Arc::new(Checkpoints::default());
+    let state = Arc::new(RwLock::new(State::default()));
+    Watcher::new(client.clone(), state, checkpoints.clone())
+        .look_once()
+        .await;
+    for query in [
+        "channel=c&order=newest",
+        "channel=c&order=newest&from=2500&limit=200",
+        "channel=c&order=newest&cursor=2000",
+    ] {
+        let (_, whole) = ask(&client, query).await;
+        let (_, quick) = ask_with(&client, &checkpoints, query).await;
+        assert_eq!(ids(&quick), ids(&whole), "{query}");
+        assert_eq!(quick["next_cursor"], whole["next_cursor"], "{query}");
+        let (whole, quick) = (&whole["messages_read"], &quick["messages_read"]);
+        let (whole, quick) = (whole.as_u64().expect("n"), quick.as_u64().expect("n"));
+        assert!(
+            quick <= 2001 && quick < whole,
+            "{query}: {quick} of {whole}"
+        );
+    }
+    let (_, page) = ask_with(&client, &checkpoints, "channel=c&order=newest").await;
+    assert_eq!(
+        page["messages"][0]["id"], "3000",
+        "the newest is the undecodable one"
+    );
+}
+
+#[tokio::test]
+async fn a_checkpoint_that_falls_short_is_read_again_from_the_start() {
+    let client = channel_of(60).await;
+    let checkpoints = Checkpoints::default();
+    // Checkpoints that leave fewer than a page after them (as after retention).
+    let ids_of = |range: std::ops::Range<u64>| range.map(MessageId::from_u64).collect();
+    checkpoints.extend("c", ids_of(55..58));
+    let (_, page) = ask_with(&client, &checkpoints, "channel=c&order=newest").await;
+    assert_eq!(ids(&page), range((11..61).rev()));
+    assert_eq!(page["next_cursor"], "11");
+    assert_eq!(
+        page["messages_read"],
+        5 + 61,
+        "the short read, then the whole channel"
+    );
 }
