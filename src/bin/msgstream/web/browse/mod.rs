@@ -21,9 +21,10 @@
 //! `from_time` was found (`"time index"`, or `"scan"` from the channel's first message where
 //! the backend has no time index), `null` without one; `messages_read` is how many messages the
 //! page's readers read (newest first reads up to the page, from a checkpoint of the watcher's
-//! where it has one: `checkpoints.rs`). A backend without readers answers `{channel, unavailable}`, with no
-//! `messages`, never an empty list standing for messages it cannot read. A refused request is
-//! `{error, kind}` with a 4xx status ([`query::Problem`]); a failing backend is 502.
+//! where it has one: `checkpoints.rs`). A backend without readers answers
+//! `{channel, unavailable}`, with no `messages`, never an empty list standing for messages it
+//! cannot read. A refused request is `{error, kind}` with a 4xx status ([`query::Problem`]); a
+//! failing backend is 502.
 
 mod entry;
 mod page;

@@ -95,15 +95,20 @@ pub async fn read(
     })
 }
 
-/// The first message of `topic` at or above `timestamp`, and how it was found.
+/// The first message of `topic` at or above `timestamp`, and how it was found: the backend's
+/// time index, or where it has none (or cannot use it under this configuration) a scan.
 async fn at_time(
     client: &dyn Client,
     topic: &str,
     timestamp: u64,
 ) -> Result<(TimePosition, &'static str), StreamError> {
     if client.capabilities().seek_time {
-        let found = client.message_id_at_time(topic, timestamp).await?;
-        return Ok((found, "time index"));
+        match client.message_id_at_time(topic, timestamp).await {
+            Ok(found) => return Ok((found, "time index")),
+            // A backend whose index is its own clock cannot search opaque timestamps.
+            Err(StreamError::Unsupported { .. }) => {}
+            Err(e) => return Err(e),
+        }
     }
     let found = scan_to_time(client, topic, client.earliest_message_id(), timestamp).await?;
     Ok((found, "scan"))
