@@ -3,7 +3,7 @@
 # into a cache outside the clone) when missing, starts `msgstream admin` on a free loopback
 # port over a temporary rocksmq database, and checks what a person sees: the channels listed,
 # a subscription's lag that changes after consuming, the channel holding the timetick
-# watermark back. Saves a screenshot in a temporary directory, or at $ADMIN_SCREENSHOT
+# watermark back, and the message browser paging through a channel without moving anything. Saves a screenshot in a temporary directory, or at $ADMIN_SCREENSHOT
 # (`ADMIN_SCREENSHOT=docs/admin-page.png` refreshes the README's picture).
 # Fails loudly when something cannot be installed; it never skips.
 set -euo pipefail
@@ -55,6 +55,8 @@ ms() { env -u MSGSTREAM_CONFIG -u MSGSTREAM_BACKEND "$bin" "$@"; }
 # Two channels ticking together to 45, then tt-a alone further: tt-b holds the watermark back.
 ms produce --channels tt-a,tt-b --count 40 --tick-every 10 >/dev/null
 ms produce --channels tt-a --count 20 --tick-every 10 --start-ts 100 >/dev/null
+# More than a page (50) of messages and ticks, for the message browser; it ticks past tt-b.
+ms produce --channels browsed --count 60 --tick-every 10 >/dev/null
 # A group that has read some of tt-a: its lag is what is left.
 ms consume --channels tt-a --subscription readers --max-packs 5 >/dev/null 2>&1
 
@@ -83,7 +85,7 @@ check() {
 }
 
 start_admin
-first=$(check "$url" --expect-holder tt-b --screenshot "$screenshot")
+first=$(check "$url" --expect-holder tt-b --browse browsed --screenshot "$screenshot")
 stop_admin
 ms consume --channels tt-a --subscription readers --max-packs 10 >/dev/null 2>&1
 start_admin

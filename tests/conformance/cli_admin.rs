@@ -50,10 +50,17 @@ impl Drop for Admin {
 }
 
 pub(crate) fn start_admin(db: &str, extra: &[&str]) -> Admin {
+    start_admin_with(
+        &[("MSGSTREAM_ROCKSMQ__PATH", std::ffi::OsStr::new(db))],
+        extra,
+    )
+}
+
+/// `msgstream admin` with this environment (a backend's configuration) and `extra` options.
+pub(crate) fn start_admin_with(env: &[(&str, &std::ffi::OsStr)], extra: &[&str]) -> Admin {
     let mut args = vec!["admin", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    let env = [("MSGSTREAM_ROCKSMQ__PATH", std::ffi::OsStr::new(db))];
-    let mut child = command(&args, &env)
+    let mut child = command(&args, env)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -9,6 +9,7 @@ mod capabilities;
 mod cli;
 mod cli_admin;
 mod cli_admin_guard;
+mod cli_admin_messages;
 mod cli_data;
 mod cli_input_limits;
 mod cli_logs;

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod consume;
 pub mod kinds;
 pub mod positions;
+pub mod printed;
 pub mod produce;
 
 use msgstream_facade::msgstream::Error as StreamError;

@@ -16,9 +16,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use msgstream_facade::msgstream::mq::Client;
+use msgstream_facade::msgstream::msg::DecoderRegistry;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::browse;
+use super::checkpoints::Checkpoints;
 use super::guard::Guard;
 use super::state::State;
 use super::views;
@@ -30,6 +33,10 @@ use crate::metrics::{prometheus_text, Telemetry};
 pub struct App {
     /// The backend.
     pub client: Arc<dyn Client>,
+    /// How messages are decoded, as `consume` decodes them.
+    pub registry: Arc<DecoderRegistry>,
+    /// Where the watcher's reader passed, for newest-first pages.
+    pub checkpoints: Arc<Checkpoints>,
     /// What the watcher saw.
     pub state: Arc<RwLock<State>>,
     /// The process's instruments, for `/metrics`.
@@ -53,6 +60,7 @@ pub fn router(app: App, guard: Guard) -> Router {
         .route("/api/overview", get(overview))
         .route("/api/channels", get(channels))
         .route("/api/timetick", get(timetick))
+        .route("/api/messages", get(messages))
         .route("/api/delete", post(delete))
         .route("/metrics", get(metrics))
         .with_state(app)
@@ -82,6 +90,7 @@ async fn overview(Extract(app): Extract<App>) -> Json<Value> {
         "capabilities": {
             "readers": caps.readers,
             "seek": caps.seek,
+            "seek_time": caps.seek_time,
             "latest_id": caps.latest_id,
             "delete_subscriptions": caps.delete_subscriptions,
             "delete_topics": caps.delete_topics,
@@ -121,6 +130,16 @@ async fn timetick(Extract(app): Extract<App>, Query(chosen): Query<Chosen>) -> R
         .into_response(),
         Err(_) => failure(StatusCode::INTERNAL_SERVER_ERROR, "state poisoned".into()),
     }
+}
+
+/// `/api/messages`: a page of one channel's messages (parameters in `browse`).
+async fn messages(
+    Extract(app): Extract<App>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Response {
+    let (status, body) =
+        browse::answer(app.client.as_ref(), &app.registry, &app.checkpoints, &pairs).await;
+    (status, Json(body)).into_response()
 }
 
 /// A delete request: a channel, or one subscription of it; `confirm` repeats the name deleted.

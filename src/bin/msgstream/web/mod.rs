@@ -9,6 +9,8 @@
 
 mod activity;
 mod api;
+mod browse;
+mod checkpoints;
 mod guard;
 mod serve;
 mod state;
@@ -78,11 +80,14 @@ pub async fn run(
         .local_addr()
         .map_err(|e| Error::Usage(format!("cannot listen on {}: {e}", args.listen)))?;
     let state = Arc::new(RwLock::new(state::State::default()));
-    let mut watcher = watch::Watcher::new(factory.client(), state.clone());
+    let checkpoints = Arc::new(checkpoints::Checkpoints::default());
+    let mut watcher = watch::Watcher::new(factory.client(), state.clone(), checkpoints.clone());
     watcher.look_once().await;
     let watcher = tokio::spawn(watcher.run(Duration::from_millis(args.refresh_ms)));
     let app = api::App {
         client: factory.client(),
+        registry: factory.stream_options().registry.clone(),
+        checkpoints,
         state,
         telemetry: telemetry.clone(),
         writes: args.allow_admin_writes,

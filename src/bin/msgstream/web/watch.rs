@@ -17,6 +17,7 @@ use opentelemetry::metrics::Gauge;
 use opentelemetry::KeyValue;
 use prost::Message as _;
 
+use super::checkpoints::{Checkpoints, EVERY};
 use super::state::{Channel, Known, State, Subscription};
 use crate::commands::short_id;
 
@@ -37,6 +38,7 @@ pub struct Watcher {
     client: Arc<dyn Client>,
     cursors: HashMap<String, Cursor>,
     state: Arc<RwLock<State>>,
+    checkpoints: Arc<Checkpoints>,
     gauges: Gauges,
 }
 
@@ -94,12 +96,17 @@ impl Gauges {
 }
 
 impl Watcher {
-    /// A watcher recording into `state`.
-    pub fn new(client: Arc<dyn Client>, state: Arc<RwLock<State>>) -> Self {
+    /// A watcher recording into `state`, noting the ids its readers pass in `checkpoints`.
+    pub fn new(
+        client: Arc<dyn Client>,
+        state: Arc<RwLock<State>>,
+        checkpoints: Arc<Checkpoints>,
+    ) -> Self {
         Watcher {
             client,
             cursors: HashMap::new(),
             state,
+            checkpoints,
             gauges: Gauges::new(),
         }
     }
@@ -107,7 +114,7 @@ impl Watcher {
     /// Looks once and records what it saw. The server looks once before it answers, so its
     /// first page already shows the backend as it is.
     pub async fn look_once(&mut self) {
-        let channels = look(self.client.as_ref(), &mut self.cursors).await;
+        let channels = look(self.client.as_ref(), &mut self.cursors, &self.checkpoints).await;
         self.gauges.record(&channels);
         let at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -139,6 +146,7 @@ pub fn unavailable(backend: &str, error: &StreamError) -> String {
 async fn look(
     client: &dyn Client,
     cursors: &mut HashMap<String, Cursor>,
+    checkpoints: &Checkpoints,
 ) -> Known<BTreeMap<String, Channel>> {
     let backend = client.backend_name();
     let topics = match client.list_topics().await {
@@ -146,6 +154,7 @@ async fn look(
         Err(e) => return Known::Unavailable(unavailable(backend, &e)),
     };
     cursors.retain(|name, _| topics.contains(name));
+    checkpoints.retain(&topics);
     let readers = client.capabilities().readers;
     let mut channels = BTreeMap::new();
     for topic in topics {
@@ -175,7 +184,7 @@ async fn look(
             channels.insert(topic, channel);
             continue;
         }
-        match read_more(client, cursors, &topic).await {
+        match read_more(client, cursors, checkpoints, &topic).await {
             Ok(cursor) => {
                 channel.newest_id = cursor
                     .newest
@@ -195,13 +204,16 @@ async fn look(
     Known::Value(channels)
 }
 
-/// Reads what `topic` has beyond what was read before, without waiting for more.
+/// Reads what `topic` has beyond what was read before, without waiting for more; every
+/// [`EVERY`]-th id read becomes a checkpoint.
 async fn read_more<'a>(
     client: &dyn Client,
     cursors: &'a mut HashMap<String, Cursor>,
+    checkpoints: &Checkpoints,
     topic: &str,
 ) -> Result<&'a Cursor, StreamError> {
     if !cursors.contains_key(topic) {
+        checkpoints.restart(topic);
         let reader = client
             .create_reader(ReaderOptions {
                 topic: topic.to_string(),
@@ -221,10 +233,14 @@ async fn read_more<'a>(
         .get_mut(topic)
         .ok_or_else(|| StreamError::InvalidArgument(format!("no reader for {topic}")))?;
     let mut this_look = 0;
+    let mut passed = Vec::new();
     while this_look < READ_PER_LOOK && cursor.reader.has_next().await? {
         let msg = cursor.reader.next().await?;
         this_look += 1;
         cursor.read += 1;
+        if cursor.read.is_multiple_of(EVERY) {
+            passed.push(msg.id.clone());
+        }
         cursor.newest = Some(short_id(msg.id.as_bytes()));
         if let Some(base) = MsgHeader::decode(msg.payload.as_ref())
             .ok()
@@ -235,5 +251,6 @@ async fn read_more<'a>(
             }
         }
     }
+    checkpoints.extend(topic, passed);
     Ok(cursor)
 }

@@ -70,7 +70,74 @@ function drawChannels(data) {
     }
   }
   drawChoice(data.channels.map((c) => c.name));
+  drawChannelPicker(data.channels.map((c) => c.name));
 }
+
+// The message browser: one page of /api/messages at a time, on request (not every second,
+// which would move the page under the reader's eyes).
+let nextCursor = null;
+
+function drawChannelPicker(names) {
+  const select = document.getElementById("msg-channel");
+  const key = names.join(",");
+  if (select.dataset.names === key) return;
+  select.dataset.names = key;
+  const picked = select.value;
+  select.replaceChildren(...names.map((name) => new Option(name, name, false, name === picked)));
+}
+
+function messageQuery(cursor) {
+  const params = new URLSearchParams({
+    channel: document.getElementById("msg-channel").value,
+    order: document.getElementById("msg-order").value,
+  });
+  const from = document.getElementById("msg-from").value.trim();
+  const time = document.getElementById("msg-time").value.trim();
+  if (cursor) params.set("cursor", cursor);
+  else if (from) params.set("from", from);
+  else if (time) params.set("from_time", time);
+  return "/api/messages?" + params;
+}
+
+function entryCells(m) {
+  if (m.kind === "undecodable") {
+    const kind = cell(m.kind, "na");
+    kind.title = m.error;
+    return [cell(m.id), kind, cell(null), cell(null), cell(JSON.stringify(m.properties)),
+      cell(`${m.size} bytes: ${m.payload_hex}`, "payload")];
+  }
+  const ts = m.begin_ts === m.end_ts ? m.end_ts : `${m.begin_ts}..${m.end_ts}`;
+  const props = Object.entries(m.properties).map(([k, v]) => `${k}=${v}`).join(", ");
+  return [cell(m.id), cell(m.kind), cell(ts, "num"), cell(m.keys.join(", ")), cell(props),
+    cell(m.preview, "payload")];
+}
+
+async function showMessages(cursor) {
+  const note = document.getElementById("msg-note");
+  const next = document.getElementById("msg-next");
+  const tbody = document.querySelector("#messages tbody");
+  const response = await fetch(messageQuery(cursor));
+  const data = await response.json();
+  tbody.replaceChildren();
+  const problem = response.ok ? data.unavailable : `${data.error} (${data.kind})`;
+  document.getElementById("msg-how").textContent = response.ok && data.from_time_found_by
+    ? `time found by ${data.from_time_found_by}` : "";
+  note.hidden = !problem;
+  note.textContent = problem || "";
+  nextCursor = (response.ok && data.next_cursor) || null;
+  next.disabled = nextCursor === null;
+  for (const m of (response.ok && data.messages) || []) {
+    row(tbody, entryCells(m), { id: m.id, kind: m.kind });
+  }
+  const table = document.getElementById("messages");
+  table.dataset.shown = String(Number(table.dataset.shown || 0) + 1);
+}
+
+document.getElementById("msg-form").onsubmit = (event) => {
+  event.preventDefault();
+  showMessages(null);
+};
+document.getElementById("msg-next").onclick = () => showMessages(nextCursor);
 
 function drawChoice(names) {
   const box = document.getElementById("tt-choice");
