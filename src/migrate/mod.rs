@@ -103,6 +103,12 @@ impl MigrateOptions {
         self
     }
 
+    /// Same options, reporting progress every `every`.
+    pub fn with_progress_every(mut self, every: Duration) -> Self {
+        self.progress_every = every;
+        self
+    }
+
     /// Same options, writing at most `batch` messages at a time (at least one).
     pub fn with_batch(mut self, batch: usize) -> Self {
         self.batch = batch.max(1);
