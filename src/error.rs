@@ -33,6 +33,45 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A migration's source and target are one store: copying a channel onto itself would
+    /// double it. Found before anything is written.
+    #[error("migration source and target are the same store ({0}); name two different stores")]
+    SameStore(String),
+    /// A channel to migrate does not exist at the source. Found before anything is written.
+    #[error("channel {channel:?} does not exist at the migration source")]
+    UnknownSourceChannel {
+        /// The channel.
+        channel: String,
+    },
+    /// Positions given to a migration do not belong to its channels or its source (another
+    /// channel, a repeated channel, an id the source backend cannot parse or does not hold).
+    /// Found before anything is written.
+    #[error("positions to translate: {0}")]
+    MigrationPositions(String),
+    /// A target channel ends with a message no migration copied: producers already write
+    /// there, or it is another application's channel. Copying after it would interleave two
+    /// histories, so the migration refuses before writing anything.
+    #[error(
+        "target channel {channel:?} ends with a message that no migration copied (its id \
+         {id}); the channel is in use: stop its producers or migrate to another channel"
+    )]
+    ForeignTarget {
+        /// The channel.
+        channel: String,
+        /// The target's id of that message, as `msgstream` prints ids.
+        id: String,
+    },
+    /// A message a position names is not at the target although the migration copied its
+    /// channel (the target channel was changed, or lost messages to retention).
+    #[error(
+        "position of channel {channel:?} names source message {id}, which is not at the target"
+    )]
+    PositionNotMigrated {
+        /// The channel.
+        channel: String,
+        /// The source id, lowercase hex.
+        id: String,
+    },
     /// A stream or backend failure.
     #[error(transparent)]
     Stream(#[from] msgstream::Error),
@@ -49,7 +88,12 @@ impl Error {
             Error::Config { .. }
             | Error::BackendNotCompiled(_)
             | Error::Io { .. }
-            | Error::Positions { .. } => false,
+            | Error::Positions { .. }
+            | Error::SameStore(_)
+            | Error::UnknownSourceChannel { .. }
+            | Error::MigrationPositions(_)
+            | Error::ForeignTarget { .. }
+            | Error::PositionNotMigrated { .. } => false,
         }
     }
 }

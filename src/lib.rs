@@ -19,6 +19,7 @@
 pub mod config;
 mod error;
 pub mod factory;
+pub mod migrate;
 pub mod positions;
 pub mod prelude;
 

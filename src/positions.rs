@@ -24,12 +24,7 @@ fn stored(positions: &[MsgPosition]) -> Vec<StoredPosition> {
         .iter()
         .map(|p| StoredPosition {
             channel: p.channel_name.to_string(),
-            msg_id: p
-                .msg_id
-                .as_bytes()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
+            msg_id: encode_hex(p.msg_id.as_bytes()),
             group: p.msg_group.to_string(),
             timestamp: p.timestamp,
         })
@@ -100,7 +95,13 @@ pub fn load(path: &Path) -> Result<Vec<MsgPosition>> {
         .collect()
 }
 
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
+/// Lowercase hex, as positions files and migrated messages carry ids.
+pub(crate) fn encode_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of [`encode_hex`]'s text; `None` for anything else.
+pub(crate) fn decode_hex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }

@@ -15,5 +15,6 @@ mod cli_input_limits;
 mod cli_logs;
 mod cli_undelivered;
 mod harness;
+mod migrate;
 #[cfg(any(feature = "rocksmq", feature = "rocketmq", feature = "nsq"))]
 mod restart;

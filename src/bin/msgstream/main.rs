@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use msgstream_facade::{BackendKind, Config, Factory};
 
-use commands::{admin, consume, positions, produce};
+use commands::{admin, consume, migrate, positions, produce};
 use signals::Stop;
 
 /// One message-stream API over several brokers: produce, consume (plain or timetick-aligned),
@@ -84,6 +84,10 @@ enum Command {
     /// A local web page (and JSON API, and /metrics) over the backend: channels, subscriptions
     /// with lag, rates, timetick alignment. Read-only unless --allow-admin-writes.
     Admin(web::AdminArgs),
+    /// Copy channels from one backend to another (messages and timeticks, in order), and
+    /// translate saved positions; run again after any failure to continue, `--follow` to keep
+    /// copying until producers switched over.
+    Migrate(migrate::MigrateArgs),
 }
 
 fn config(cli: &Cli) -> Result<Config> {
@@ -100,6 +104,10 @@ async fn run(cli: Cli, stop: Stop) -> Result<ExitCode> {
     if let Command::Positions(positions::PositionsCommand::Show { file }) = &cli.command {
         return positions::show(file);
     }
+    // Two backends, each from its own file: the global config and backend do not apply.
+    if let Command::Migrate(args) = &cli.command {
+        return migrate::run(args, &stop).await;
+    }
     let config = config(&cli)?;
     // Before the factory: the core creates its instruments from the provider global then.
     let telemetry = metrics::Telemetry::install();
@@ -113,6 +121,7 @@ async fn run(cli: Cli, stop: Stop) -> Result<ExitCode> {
         Command::Positions(command) => until_stopped(&stop, admin_command(&factory, command)).await,
         Command::Topics(args) => until_stopped(&stop, admin::topics(&factory, args)).await,
         Command::Groups(args) => until_stopped(&stop, admin::groups(&factory, args)).await,
+        Command::Migrate(args) => migrate::run(&args, &stop).await,
     };
     factory.close().await;
     result

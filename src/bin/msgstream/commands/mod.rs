@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod consume;
 pub mod kinds;
+pub mod migrate;
 pub mod positions;
 pub mod printed;
 pub mod produce;
