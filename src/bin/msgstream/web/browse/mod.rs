@@ -24,7 +24,7 @@
 //! where it has one: `checkpoints.rs`). A backend without readers answers
 //! `{channel, unavailable}`, with no `messages`, never an empty list standing for messages it
 //! cannot read. A refused request is `{error, kind}` with a 4xx status ([`query::Problem`]); a
-//! failing backend is 502.
+//! failing backend is 502, a page not read within [`PAGE_BUDGET`] 504.
 
 mod entry;
 mod page;
