@@ -16,12 +16,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use msgstream_facade::msgstream::mq::Client;
-use msgstream_facade::msgstream::msg::DecoderRegistry;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::browse;
-use super::checkpoints::Checkpoints;
+use super::browse::Browser;
 use super::guard::Guard;
 use super::state::State;
 use super::views;
@@ -33,10 +31,8 @@ use crate::metrics::{prometheus_text, Telemetry};
 pub struct App {
     /// The backend.
     pub client: Arc<dyn Client>,
-    /// How messages are decoded, as `consume` decodes them.
-    pub registry: Arc<DecoderRegistry>,
-    /// Where the watcher's reader passed, for newest-first pages.
-    pub checkpoints: Arc<Checkpoints>,
+    /// The message browser.
+    pub browser: Browser,
     /// What the watcher saw.
     pub state: Arc<RwLock<State>>,
     /// The process's instruments, for `/metrics`.
@@ -137,8 +133,7 @@ async fn messages(
     Extract(app): Extract<App>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Response {
-    let (status, body) =
-        browse::answer(app.client.as_ref(), &app.registry, &app.checkpoints, &pairs).await;
+    let (status, body) = app.browser.answer(app.client.as_ref(), &pairs).await;
     (status, Json(body)).into_response()
 }
 

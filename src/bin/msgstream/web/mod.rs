@@ -86,8 +86,11 @@ pub async fn run(
     let watcher = tokio::spawn(watcher.run(Duration::from_millis(args.refresh_ms)));
     let app = api::App {
         client: factory.client(),
-        registry: factory.stream_options().registry.clone(),
-        checkpoints,
+        browser: browse::Browser {
+            registry: factory.stream_options().registry.clone(),
+            checkpoints,
+            budget: browse::PAGE_BUDGET,
+        },
         state,
         telemetry: telemetry.clone(),
         writes: args.allow_admin_writes,

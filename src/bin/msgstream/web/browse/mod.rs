@@ -24,12 +24,15 @@
 //! where it has one: `checkpoints.rs`). A backend without readers answers
 //! `{channel, unavailable}`, with no `messages`, never an empty list standing for messages it
 //! cannot read. A refused request is `{error, kind}` with a 4xx status ([`query::Problem`]); a
-//! failing backend is 502.
+//! failing backend is 502, a page not read within [`PAGE_BUDGET`] 504.
 
 mod entry;
 mod page;
 pub mod query;
 mod scan;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use msgstream_facade::msgstream::mq::Client;
@@ -40,68 +43,83 @@ use crate::commands::short_id;
 use crate::web::checkpoints::Checkpoints;
 use query::{Order, Problem, Refused};
 
-/// The answer to a `/api/messages` request with these query pairs: a status and its JSON.
-pub async fn answer(
-    client: &dyn Client,
-    registry: &DecoderRegistry,
-    checkpoints: &Checkpoints,
-    pairs: &[(String, String)],
-) -> (StatusCode, Value) {
-    match browse(client, registry, checkpoints, pairs).await {
-        Ok(value) => (StatusCode::OK, value),
-        Err(refused) => (
-            refused.problem.status(),
-            json!({ "error": refused.message, "kind": refused.problem.name() }),
-        ),
-    }
+/// How long reading one page may take before the request is answered 504 instead: a
+/// newest-first page of a channel produced faster than it can be read would never end.
+pub const PAGE_BUDGET: Duration = Duration::from_secs(30);
+
+/// What the browser needs besides the backend.
+#[derive(Clone)]
+pub struct Browser {
+    /// How messages are decoded, as `consume` decodes them.
+    pub registry: Arc<DecoderRegistry>,
+    /// Where the watcher's readers passed, for newest-first pages.
+    pub checkpoints: Arc<Checkpoints>,
+    /// How long reading one page may take ([`PAGE_BUDGET`]).
+    pub budget: Duration,
 }
 
-async fn browse(
-    client: &dyn Client,
-    registry: &DecoderRegistry,
-    checkpoints: &Checkpoints,
-    pairs: &[(String, String)],
-) -> Result<Value, Refused> {
-    let browse = query::parse(pairs)?;
-    let backend = client.backend_name();
-    if !client.capabilities().readers {
-        return Ok(json!({
+impl Browser {
+    /// The answer to a `/api/messages` request with these query pairs: a status and its JSON.
+    pub async fn answer(
+        &self,
+        client: &dyn Client,
+        pairs: &[(String, String)],
+    ) -> (StatusCode, Value) {
+        match self.browse(client, pairs).await {
+            Ok(value) => (StatusCode::OK, value),
+            Err(refused) => (
+                refused.problem.status(),
+                json!({ "error": refused.message, "kind": refused.problem.name() }),
+            ),
+        }
+    }
+
+    async fn browse(
+        &self,
+        client: &dyn Client,
+        pairs: &[(String, String)],
+    ) -> Result<Value, Refused> {
+        let browse = query::parse(pairs)?;
+        let backend = client.backend_name();
+        if !client.capabilities().readers {
+            return Ok(json!({
+                "channel": browse.channel,
+                "unavailable": format!("messages not available from {backend} (no readers)"),
+            }));
+        }
+        // Checked first: opening a reader on a channel that does not exist would create it on
+        // some backends, and browsing writes nothing.
+        let channels = client.list_topics().await.map_err(|e| {
+            Refused::new(
+                Problem::Backend,
+                format!("cannot list the channels of {backend}: {e}"),
+            )
+        })?;
+        if !channels.contains(&browse.channel) {
+            return Err(Refused::new(
+                Problem::UnknownChannel,
+                format!("{backend} has no channel {:?}", browse.channel),
+            ));
+        }
+        let page = page::read(client, &self.checkpoints, &browse, self.budget).await?;
+        let messages: Vec<Value> = page
+            .messages
+            .iter()
+            .map(|m| entry::entry(&self.registry, m))
+            .collect();
+        Ok(json!({
             "channel": browse.channel,
-            "unavailable": format!("messages not available from {backend} (no readers)"),
-        }));
+            "order": match browse.order {
+                Order::Oldest => "oldest",
+                Order::Newest => "newest",
+            },
+            "limit": browse.limit,
+            "messages": messages,
+            "next_cursor": page.next.map(|id| short_id(id.as_bytes())),
+            "from_time_found_by": page.time_found_by,
+            "messages_read": page.read,
+        }))
     }
-    // Checked first: opening a reader on a channel that does not exist would create it on
-    // some backends, and browsing writes nothing.
-    let channels = client.list_topics().await.map_err(|e| {
-        Refused::new(
-            Problem::Backend,
-            format!("cannot list the channels of {backend}: {e}"),
-        )
-    })?;
-    if !channels.contains(&browse.channel) {
-        return Err(Refused::new(
-            Problem::UnknownChannel,
-            format!("{backend} has no channel {:?}", browse.channel),
-        ));
-    }
-    let page = page::read(client, checkpoints, &browse).await?;
-    let messages: Vec<Value> = page
-        .messages
-        .iter()
-        .map(|m| entry::entry(registry, m))
-        .collect();
-    Ok(json!({
-        "channel": browse.channel,
-        "order": match browse.order {
-            Order::Oldest => "oldest",
-            Order::Newest => "newest",
-        },
-        "limit": browse.limit,
-        "messages": messages,
-        "next_cursor": page.next.map(|id| short_id(id.as_bytes())),
-        "from_time_found_by": page.time_found_by,
-        "messages_read": page.read,
-    }))
 }
 
 #[cfg(test)]

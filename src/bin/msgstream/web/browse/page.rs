@@ -8,8 +8,11 @@
 //! by a forward scan from the channel's first message ([`scan_to_time`] from the earliest id),
 //! which reads every message before the answer.
 
+use std::time::Duration;
+
 use msgstream_facade::msgstream::mq::{scan_to_time, Client, Message, MessageId, TimePosition};
 use msgstream_facade::msgstream::Error as StreamError;
+use tokio::time::{timeout_at, Instant};
 
 use super::query::{Browse, Order, Problem, Refused, Start};
 use super::scan::{self, Bound};
@@ -35,7 +38,19 @@ pub async fn read(
     client: &dyn Client,
     checkpoints: &Checkpoints,
     browse: &Browse,
+    budget: Duration,
 ) -> Result<Page, Refused> {
+    let deadline = Instant::now() + budget;
+    let out_of_time = || {
+        Refused::new(
+            Problem::OutOfTime,
+            format!(
+                "reading the page took over {} s (newest first reads up to the page; a start \
+                 with from or from_time reads less)",
+                budget.as_secs()
+            ),
+        )
+    };
     let topic = browse.channel.as_str();
     let id = |bytes: &[u8]| {
         client.message_id_from_bytes(bytes).map_err(|e| {
@@ -51,7 +66,10 @@ pub async fn read(
         (Start::At(bytes), _) => Bound::At(id(bytes)?),
         (Start::After(bytes), _) => Bound::After(id(bytes)?),
         (Start::Time(ts), Order::Oldest) => {
-            let (found, by) = at_time(client, topic, *ts).await.map_err(backend)?;
+            let (found, by) = timeout_at(deadline, at_time(client, topic, *ts))
+                .await
+                .map_err(|_| out_of_time())?
+                .map_err(backend)?;
             time_found_by = Some(by);
             if found.inclusive {
                 Bound::At(found.id)
@@ -63,7 +81,10 @@ pub async fn read(
         (Start::Time(ts), Order::Newest) => match ts.checked_add(1) {
             None => Bound::Edge,
             Some(above) => {
-                let (found, by) = at_time(client, topic, above).await.map_err(backend)?;
+                let (found, by) = timeout_at(deadline, at_time(client, topic, above))
+                    .await
+                    .map_err(|_| out_of_time())?
+                    .map_err(backend)?;
                 time_found_by = Some(by);
                 if found.inclusive {
                     Bound::After(found.id)
@@ -73,11 +94,15 @@ pub async fn read(
             }
         },
     };
+    let limit = browse.limit;
     let scanned = match browse.order {
-        Order::Oldest => scan::oldest(client, topic, &bound, browse.limit).await,
-        Order::Newest => scan::newest(client, checkpoints, topic, &bound, browse.limit).await,
+        Order::Oldest => scan::oldest(client, topic, &bound, limit, deadline).await,
+        Order::Newest => scan::newest(client, checkpoints, topic, &bound, limit, deadline).await,
     }
     .map_err(backend)?;
+    if scanned.out_of_time {
+        return Err(out_of_time());
+    }
     if scanned.messages.is_empty() && !matches!(browse.start, Start::Edge) {
         return Err(Refused::new(
             Problem::PastEnd,

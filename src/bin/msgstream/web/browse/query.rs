@@ -62,6 +62,8 @@ pub enum Problem {
     Retained,
     /// The backend failed while reading (502).
     Backend,
+    /// Reading the page took longer than its budget (504).
+    OutOfTime,
 }
 
 impl Problem {
@@ -73,6 +75,7 @@ impl Problem {
             Problem::PastEnd => StatusCode::RANGE_NOT_SATISFIABLE,
             Problem::Retained => StatusCode::GONE,
             Problem::Backend => StatusCode::BAD_GATEWAY,
+            Problem::OutOfTime => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 
@@ -85,6 +88,7 @@ impl Problem {
             Problem::PastEnd => "past_end",
             Problem::Retained => "below_retention",
             Problem::Backend => "backend",
+            Problem::OutOfTime => "out_of_time",
         }
     }
 }

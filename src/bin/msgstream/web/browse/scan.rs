@@ -1,12 +1,14 @@
 //! The reader loops behind a page. Readers only go forward: oldest first opens one at the page's
 //! start and reads a page; newest first reads up to the page's bound, keeping only the last
 //! `limit` messages (one page in memory), from a watcher checkpoint two before the bound where
-//! there is one, else from the channel's first message.
+//! there is one, else from the channel's first message. Each loop stops at a deadline, so a
+//! channel produced faster than it is read cannot hold a request forever.
 
 use std::collections::VecDeque;
 
 use msgstream_facade::msgstream::mq::{Client, Message, MessageId, Reader, ReaderOptions};
 use msgstream_facade::msgstream::Error as StreamError;
+use tokio::time::Instant;
 
 use crate::web::checkpoints::Checkpoints;
 
@@ -29,6 +31,8 @@ pub struct Scanned {
     pub next: Option<MessageId>,
     /// How many messages the readers read to build the page.
     pub read: u64,
+    /// The deadline passed before the page was complete: it is not to be shown.
+    pub out_of_time: bool,
 }
 
 async fn open(
@@ -52,6 +56,7 @@ pub async fn oldest(
     topic: &str,
     bound: &Bound,
     limit: usize,
+    deadline: Instant,
 ) -> Result<Scanned, StreamError> {
     let (start, inclusive) = match bound {
         Bound::Edge => (client.earliest_message_id(), true),
@@ -59,14 +64,23 @@ pub async fn oldest(
         Bound::After(id) => (id.clone(), false),
     };
     let mut reader = open(client, topic, start, inclusive).await?;
-    let scanned = oldest_of(reader.as_mut(), limit).await;
+    let scanned = oldest_of(reader.as_mut(), limit, deadline).await;
     reader.close().await;
     scanned
 }
 
-async fn oldest_of(reader: &mut dyn Reader, limit: usize) -> Result<Scanned, StreamError> {
+async fn oldest_of(
+    reader: &mut dyn Reader,
+    limit: usize,
+    deadline: Instant,
+) -> Result<Scanned, StreamError> {
     let mut messages = Vec::with_capacity(limit);
+    let mut out_of_time = false;
     while messages.len() < limit && reader.has_next().await? {
+        if Instant::now() >= deadline {
+            out_of_time = true;
+            break;
+        }
         messages.push(reader.next().await?);
     }
     let more = !messages.is_empty() && reader.has_next().await?;
@@ -78,6 +92,7 @@ async fn oldest_of(reader: &mut dyn Reader, limit: usize) -> Result<Scanned, Str
         messages,
         next,
         read,
+        out_of_time,
     })
 }
 
@@ -92,6 +107,7 @@ pub async fn newest(
     topic: &str,
     bound: &Bound,
     limit: usize,
+    deadline: Instant,
 ) -> Result<Scanned, StreamError> {
     let upper = match bound {
         Bound::Edge => None,
@@ -99,30 +115,33 @@ pub async fn newest(
     };
     let mut read = 0;
     if let Some(start) = checkpoints.start_before(topic, upper) {
-        match newest_from(client, topic, start, bound, limit, true).await {
-            Ok(scanned) if scanned.messages.len() == limit => return Ok(scanned),
+        match newest_from(client, topic, start, bound, (limit, deadline), true).await {
+            Ok(scanned) if scanned.messages.len() == limit || scanned.out_of_time => {
+                return Ok(scanned)
+            }
             Ok(scanned) => read = scanned.read,
             Err(StreamError::BelowRetention { .. }) => {}
             Err(e) => return Err(e),
         }
     }
     let earliest = client.earliest_message_id();
-    let mut scanned = newest_from(client, topic, earliest, bound, limit, false).await?;
+    let mut scanned = newest_from(client, topic, earliest, bound, (limit, deadline), false).await?;
     scanned.read += read;
     Ok(scanned)
 }
 
-/// [`newest`] read from `start`; `earlier` says whether messages precede `start`.
+/// [`newest`] read from `start` with a page's `(limit, deadline)`; `earlier` says whether
+/// messages precede `start`.
 async fn newest_from(
     client: &dyn Client,
     topic: &str,
     start: MessageId,
     bound: &Bound,
-    limit: usize,
+    page: (usize, Instant),
     earlier: bool,
 ) -> Result<Scanned, StreamError> {
     let mut reader = open(client, topic, start, true).await?;
-    let scanned = newest_of(reader.as_mut(), bound, limit, earlier).await;
+    let scanned = newest_of(reader.as_mut(), bound, page, earlier).await;
     reader.close().await;
     scanned
 }
@@ -130,12 +149,17 @@ async fn newest_from(
 async fn newest_of(
     reader: &mut dyn Reader,
     bound: &Bound,
-    limit: usize,
+    (limit, deadline): (usize, Instant),
     mut earlier: bool,
 ) -> Result<Scanned, StreamError> {
     let mut kept: VecDeque<Message> = VecDeque::with_capacity(limit + 1);
     let mut read = 0;
+    let mut out_of_time = false;
     while reader.has_next().await? {
+        if Instant::now() >= deadline {
+            out_of_time = true;
+            break;
+        }
         let msg = reader.next().await?;
         read += 1;
         let passed = match bound {
@@ -159,5 +183,6 @@ async fn newest_of(
         messages: kept.into_iter().rev().collect(),
         next,
         read,
+        out_of_time,
     })
 }

@@ -2,6 +2,7 @@
 //! message as `consume` shows it, bad input refused with its kind, and nothing moved.
 
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use msgstream_facade::msgstream::mem::MemoryClient;
@@ -9,7 +10,7 @@ use msgstream_facade::msgstream::mq::{Client, ConsumerOptions, MessageId, Produc
 use msgstream_facade::msgstream::msg::DecoderRegistry;
 use serde_json::Value;
 
-use super::answer;
+use super::{Browser, PAGE_BUDGET};
 use crate::commands::kinds::{build, Kind};
 use crate::web::checkpoints::Checkpoints;
 use crate::web::state::State;
@@ -48,12 +49,13 @@ async fn channel_of(inserts: u64) -> Arc<dyn Client> {
 }
 
 async fn ask(client: &Arc<dyn Client>, query: &str) -> (StatusCode, Value) {
-    ask_with(client, &Checkpoints::default(), query).await
+    ask_with(client, Checkpoints::default().into(), PAGE_BUDGET, query).await
 }
 
 async fn ask_with(
     client: &Arc<dyn Client>,
-    checkpoints: &Checkpoints,
+    checkpoints: Arc<Checkpoints>,
+    budget: Duration,
     query: &str,
 ) -> (StatusCode, Value) {
     let pairs: Vec<(String, String)> = query
@@ -61,13 +63,12 @@ async fn ask_with(
         .filter_map(|p| p.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    answer(
-        client.as_ref(),
-        &DecoderRegistry::default(),
+    let browser = Browser {
+        registry: Arc::new(DecoderRegistry::default()),
         checkpoints,
-        &pairs,
-    )
-    .await
+        budget,
+    };
+    browser.answer(client.as_ref(), &pairs).await
 }
 
 fn ids(page: &Value) -> Vec<String> {
@@ -289,7 +290,7 @@ async fn newest_first_reads_from_the_watchers_checkpoints_and_shows_the_same_pag
         "channel=c&order=newest&cursor=2000",
     ] {
         let (_, whole) = ask(&client, query).await;
-        let (_, quick) = ask_with(&client, &checkpoints, query).await;
+        let (_, quick) = ask_with(&client, checkpoints.clone(), PAGE_BUDGET, query).await;
         assert_eq!(ids(&quick), ids(&whole), "{query}");
         assert_eq!(quick["next_cursor"], whole["next_cursor"], "{query}");
         let (whole, quick) = (&whole["messages_read"], &quick["messages_read"]);
@@ -299,7 +300,7 @@ async fn newest_first_reads_from_the_watchers_checkpoints_and_shows_the_same_pag
             "{query}: {quick} of {whole}"
         );
     }
-    let (_, page) = ask_with(&client, &checkpoints, "channel=c&order=newest").await;
+    let (_, page) = ask_with(&client, checkpoints, PAGE_BUDGET, "channel=c&order=newest").await;
     assert_eq!(
         page["messages"][0]["id"], "3000",
         "the newest is the undecodable one"
@@ -309,11 +310,11 @@ async fn newest_first_reads_from_the_watchers_checkpoints_and_shows_the_same_pag
 #[tokio::test]
 async fn a_checkpoint_that_falls_short_is_read_again_from_the_start() {
     let client = channel_of(60).await;
-    let checkpoints = Checkpoints::default();
+    let checkpoints = Arc::new(Checkpoints::default());
     // Checkpoints that leave fewer than a page after them (as after retention).
     let ids_of = |range: std::ops::Range<u64>| range.map(MessageId::from_u64).collect();
     checkpoints.extend("c", ids_of(55..58));
-    let (_, page) = ask_with(&client, &checkpoints, "channel=c&order=newest").await;
+    let (_, page) = ask_with(&client, checkpoints, PAGE_BUDGET, "channel=c&order=newest").await;
     assert_eq!(ids(&page), range((11..61).rev()));
     assert_eq!(page["next_cursor"], "11");
     assert_eq!(
@@ -321,4 +322,23 @@ async fn a_checkpoint_that_falls_short_is_read_again_from_the_start() {
         5 + 61,
         "the short read, then the whole channel"
     );
+}
+
+#[tokio::test]
+async fn a_page_that_takes_too_long_is_answered_504_not_cut_short() {
+    let client = channel().await;
+    for query in [
+        "channel=c",
+        "channel=c&order=newest",
+        "channel=c&from_time=55",
+        "channel=c&order=newest&from_time=55",
+    ] {
+        let (status, body) = ask_with(&client, Arc::default(), Duration::ZERO, query).await;
+        assert_eq!(
+            (status, body["kind"].as_str()),
+            (StatusCode::GATEWAY_TIMEOUT, Some("out_of_time")),
+            "{query}: {body}"
+        );
+        assert!(body.get("messages").is_none(), "{body}");
+    }
 }
