@@ -404,7 +404,9 @@ impl Client for NsqClient {
     async fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<MessageId> {
         self.shared.check_open()?;
         validate("channel", topic)?;
-        self.shared.ensure_topic(topic).await?;
+        if self.shared.capabilities().seek_time {
+            self.shared.ensure_topic(topic).await?;
+        }
         super::time_seek::time_lower_bound(&self.shared, topic, timestamp).await
     }
 
