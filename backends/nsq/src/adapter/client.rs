@@ -399,11 +399,14 @@ impl Client for NsqClient {
         Ok(Box::new(reader))
     }
 
-    /// See [`super::time_seek`].
+    /// A Youzan cluster's `timestamp:` offset read through a throw-away ephemeral channel (see
+    /// the module `adapter::time_seek`).
     async fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<MessageId> {
         self.shared.check_open()?;
         validate("channel", topic)?;
-        self.shared.ensure_topic(topic).await?;
+        if self.shared.capabilities().seek_time {
+            self.shared.ensure_topic(topic).await?;
+        }
         super::time_seek::time_lower_bound(&self.shared, topic, timestamp).await
     }
 

@@ -65,6 +65,7 @@ pub struct Replay {
     endpoints: HashMap<String, SocketAddr>,
     skip: BTreeMap<u32, String>,
     stop_after: Option<u32>,
+    start_after: Option<u32>,
     varying_ids: bool,
     early_fraction: f64,
     nested: Option<(u32, Box<Replay>)>,
@@ -78,6 +79,7 @@ impl Replay {
             endpoints: HashMap::new(),
             skip: BTreeMap::new(),
             stop_after: None,
+            start_after: None,
             varying_ids: name.starts_with("upstream-"),
             early_fraction: 0.5,
             nested: None,
@@ -102,6 +104,13 @@ impl Replay {
     /// Replays only the steps up to and including `step` (a prefix that sets up state).
     pub fn stop_after(mut self, step: u32) -> Replay {
         self.stop_after = Some(step);
+        self
+    }
+
+    /// Replays only the steps after `step` (the rest of a flow the recorder split in two,
+    /// whose first part a [`Replay::stop_after`] replayed earlier on the same servers).
+    pub fn start_after(mut self, step: u32) -> Replay {
+        self.start_after = Some(step);
         self
     }
 

@@ -87,6 +87,9 @@ pub(super) async fn run(replay: &Replay, steps: Vec<Step>) -> Result<Summary, Mi
         if replay.stop_after.is_some_and(|last| step.step > last) {
             break;
         }
+        if replay.start_after.is_some_and(|first| step.step <= first) {
+            continue;
+        }
         if replay.skip.contains_key(&step.step) {
             summary.skipped += 1;
             continue;
