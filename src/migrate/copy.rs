@@ -143,7 +143,11 @@ impl ChannelCopy {
             }
             if !batch.is_empty() {
                 let count = batch.len() as u64;
-                producer.send_batch(std::mem::take(&mut batch)).await?;
+                let first = batch
+                    .first()
+                    .and_then(|m| m.properties.get(SOURCE_ID_PROPERTY).cloned());
+                let ids = producer.send_batch(std::mem::take(&mut batch)).await?;
+                tracing::debug!(channel = %self.channel, ?first, first_target = ?ids.first().map(|i| encode_hex(i.as_bytes())), count, "migration: batch written");
                 self.stats.copied.fetch_add(count, Ordering::Relaxed);
                 self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                 if *stop.borrow() {

@@ -77,6 +77,9 @@ pub struct MigrateOptions {
     pub batch: usize,
     /// How often [`MigrationEvent::Progress`] is reported (default one second).
     pub progress_every: Duration,
+    /// How long a target channel's end must stay put before a run resumes after it (default
+    /// one second; see the module's *Exactly once*).
+    pub settle: Duration,
 }
 
 impl MigrateOptions {
@@ -88,6 +91,7 @@ impl MigrateOptions {
             follow: false,
             batch: 256,
             progress_every: Duration::from_secs(1),
+            settle: Duration::from_secs(1),
         }
     }
 
@@ -106,6 +110,14 @@ impl MigrateOptions {
     /// Same options, reporting progress every `every`.
     pub fn with_progress_every(mut self, every: Duration) -> Self {
         self.progress_every = every;
+        self
+    }
+
+    /// Same options, resuming once a target channel's end stayed put for `settle` (zero:
+    /// at once, safe only when no killed run's write can still be on its way, as on an
+    /// embedded target).
+    pub fn with_settle(mut self, settle: Duration) -> Self {
+        self.settle = settle;
         self
     }
 

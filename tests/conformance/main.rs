@@ -12,6 +12,7 @@ mod cli_admin_guard;
 mod cli_data;
 mod cli_input_limits;
 mod cli_logs;
+mod cli_migrate;
 mod cli_undelivered;
 mod harness;
 mod migrate;

@@ -154,16 +154,43 @@ pub async fn assert_copied_exactly(
             read_all(source, channel).await,
             read_all(target, channel).await,
         );
+        let source_ids: Vec<String> = to
+            .iter()
+            .map(|m| {
+                m.properties
+                    .get(SOURCE_ID_PROPERTY)
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect();
+        let around = |i: usize| &source_ids[i.saturating_sub(4)..(i + 4).min(source_ids.len())];
+        if let Some(i) = from
+            .iter()
+            .zip(&source_ids)
+            .position(|(f, t)| hex(f.id.as_bytes()) != *t)
+        {
+            panic!(
+                "{channel}: target message {i} is not source message {i}; the target's source \
+                 ids around it: {:?}",
+                around(i)
+            );
+        }
         assert_eq!(
             to.len(),
             from.len(),
-            "{channel}: as many messages at the target"
+            "{channel}: as many messages at the target; the source's last id: {:?}, the \
+             target's last source ids: {:?}",
+            from.last().map(|m| hex(m.id.as_bytes())),
+            around(source_ids.len().saturating_sub(4))
         );
         for (i, (f, t)) in from.iter().zip(&to).enumerate() {
             let mut properties = t.properties.clone();
             let source_id = properties.remove(SOURCE_ID_PROPERTY);
-            let hex: String = f.id.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
-            assert_eq!(source_id, Some(hex), "{channel} message {i}: its source id");
+            assert_eq!(
+                source_id,
+                Some(hex(f.id.as_bytes())),
+                "{channel} message {i}: its source id"
+            );
             assert_eq!(t.payload, f.payload, "{channel} message {i}: payload");
             assert_eq!(
                 properties, f.properties,
@@ -327,4 +354,8 @@ async fn caught_up(
             return;
         }
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
