@@ -386,3 +386,56 @@ async fn caught_up(
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// A target with readers but no latest id (a Youzan cluster reached through its lookupd only,
+/// without nsqd's HTTP API) is read from its start to find where each channel ends: a second
+/// run copies only what is new.
+#[cfg(feature = "nsq")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_without_latest_id_is_scanned() {
+    use msgstream_facade::config::NsqExtensions;
+    use msgstream_facade::{BackendKind, Config, Factory};
+    let server = crate::harness::nsq_cluster_server().await;
+    let mut config = Config {
+        backend: BackendKind::Nsq,
+        ..Config::default()
+    };
+    (config.nsq.nsqd, _, config.nsq.lookupd) = server.config_addresses();
+    config.nsq.extensions = NsqExtensions::Partitions;
+    config.nsq.cluster = true;
+    config.nsq.partitions = 2;
+    config.nsq.partition = 1;
+    let spool = tempfile::tempdir().expect("tempdir");
+    config.nsq.spool_dir = spool.path().to_path_buf();
+    let target = Factory::new(&config).await.expect("factory");
+    let dst = target.client();
+    let capabilities = dst.capabilities();
+    assert!(
+        capabilities.readers && !capabilities.latest_id,
+        "{capabilities:?}"
+    );
+    let source = crate::harness::memory().await;
+    let src = source.client();
+    let channels = channel_names("migs");
+    produce_rounds(&src, &channels, 1..=2, 2).await;
+    let migrate = || async {
+        Migration::prepare(
+            src.clone(),
+            dst.clone(),
+            MigrateOptions::new(channels.clone()),
+        )
+        .await
+        .expect("prepare")
+        .run_to_end()
+        .await
+        .expect("migrate")
+        .progress
+    };
+    assert_eq!(migrate().await.copied(), 2 * 4 * 3);
+    produce_rounds(&src, &channels, 3..=4, 2).await;
+    let second = migrate().await;
+    assert_eq!(second.copied(), 2 * 4 * 3, "only what is new");
+    assert!(second.channels.iter().all(|c| c.resumed));
+    assert_copied_exactly(&src, &dst, &channels).await;
+    target.close().await;
+}
