@@ -1,7 +1,6 @@
 //! `msgstream migrate` as a user runs it: killed with SIGKILL 20 times at random moments and
 //! run again, it leaves each message exactly once at the target and translates a stopped tt
-//! consumer's positions; `--follow` copies until Ctrl-C; bad input is refused before anything
-//! is written.
+//! consumer's positions; `--follow` copies until Ctrl-C. (Bad input: `cli_migrate_input.rs`.)
 //!
 //! The kill test runs on the real backends each a source once and a target once (rocksmq →
 //! RocketMQ → NSQ cluster → rocksmq); the library tests (`migrate.rs`) cover every pair.
@@ -10,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use msgstream::mq::{Client, ProducerMessage};
+use msgstream::mq::Client;
 use msgstream_facade::{positions as positions_file, Config, Factory};
 
 use crate::cli::{command, exit_within, lines, msgstream, spawn, stderr, stdout};
-use crate::migrate::{
+use crate::migrate_data::{
     assert_copied_exactly, channel_names, comparable, produce_rounds, read_packs, ROUNDS,
 };
 
@@ -22,27 +21,27 @@ const SEED_ENV: &str = "MSGSTREAM_MIGRATE_SEED";
 const KILLS: usize = 20;
 
 /// A backend's store for child processes: its config file, and what keeps its server alive.
-struct Store {
-    config: PathBuf,
-    _keep: Box<dyn std::any::Any + Send>,
+pub(crate) struct Store {
+    pub(crate) config: PathBuf,
+    pub(crate) _keep: Box<dyn std::any::Any + Send>,
 }
 
 impl Store {
-    async fn factory(&self) -> Factory {
+    pub(crate) async fn factory(&self) -> Factory {
         Factory::new(&Config::load(Some(&self.config)).expect("config"))
             .await
             .expect("factory")
     }
 }
 
-fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub(crate) fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).expect("config file");
     path
 }
 
 #[cfg(feature = "rocksmq")]
-fn rocksmq_store(dir: &Path, name: &str) -> Store {
+pub(crate) fn rocksmq_store(dir: &Path, name: &str) -> Store {
     let db = dir.join(format!("{name}-db")).display().to_string();
     Store {
         config: write_config(
@@ -55,7 +54,7 @@ fn rocksmq_store(dir: &Path, name: &str) -> Store {
 }
 
 #[cfg(feature = "rocketmq")]
-fn rocketmq_store(dir: &Path, name: &str) -> Store {
+pub(crate) fn rocketmq_store(dir: &Path, name: &str) -> Store {
     let namesrv = msgstream_rocketmq::testserver::shared().namesrv.clone();
     Store {
         config: write_config(
@@ -70,7 +69,7 @@ fn rocketmq_store(dir: &Path, name: &str) -> Store {
 }
 
 #[cfg(feature = "nsq")]
-async fn nsq_cluster_store(dir: &Path, name: &str) -> Store {
+pub(crate) async fn nsq_cluster_store(dir: &Path, name: &str) -> Store {
     let server = crate::harness::nsq_cluster_server().await;
     let (nsqd, nsqd_http, lookupd) = server.config_addresses();
     let spool = dir.join(format!("{name}-spool")).display().to_string();
@@ -110,7 +109,11 @@ fn seed() -> u64 {
     seed
 }
 
-fn migrate_args<'a>(source: &'a Store, target: &'a Store, channels: &'a str) -> Vec<&'a str> {
+pub(crate) fn migrate_args<'a>(
+    source: &'a Store,
+    target: &'a Store,
+    channels: &'a str,
+) -> Vec<&'a str> {
     vec![
         "migrate",
         "--from",
@@ -302,229 +305,5 @@ async fn follow_until_ctrl_c() {
     let to = target.factory().await;
     assert_copied_exactly(&client, &to.client(), &channels).await;
     to.close().await;
-    factory.close().await;
-}
-
-/// Each bad input is a clear error, and the target gets no channel.
-#[cfg(feature = "rocksmq")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_writes_nothing() {
-    use msgstream::mq::MessageId;
-    use msgstream::msg::MsgPosition;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let source = rocksmq_store(dir.path(), "source");
-    let target = rocksmq_store(dir.path(), "target");
-    let channels = channel_names("migb");
-    {
-        let factory = source.factory().await;
-        produce_rounds(&factory.client(), &channels, 1..=2, 1).await;
-        factory.close().await;
-    }
-    let list = channels.join(",");
-    let unknown = format!("{},no-such-channel", channels[0]);
-    let other_positions = dir.path().join("other.json");
-    positions_file::save(
-        &other_positions,
-        &[MsgPosition {
-            channel_name: "not-migrated".into(),
-            msg_id: MessageId::from_u64(1),
-            ..MsgPosition::default()
-        }],
-    )
-    .expect("save");
-    let not_held = dir.path().join("not-held.json");
-    positions_file::save(
-        &not_held,
-        &[MsgPosition {
-            channel_name: channels[0].as_str().into(),
-            msg_id: MessageId::from_u64(999_999),
-            ..MsgPosition::default()
-        }],
-    )
-    .expect("save");
-    let corrupt = dir.path().join("corrupt.json");
-    std::fs::write(&corrupt, "[{\"channel\":").expect("write");
-    let same_db = write_config(
-        dir.path(),
-        "same.toml",
-        &format!(
-            "backend = \"rocksmq\"\n[rocksmq]\npath = {:?}\n",
-            dir.path().join(".").join("source-db").display().to_string()
-        ),
-    );
-    let out = dir.path().join("out.json");
-    let (src, dst, same) = (
-        source.config.to_str().expect("utf-8"),
-        target.config.to_str().expect("utf-8"),
-        same_db.to_str().expect("utf-8"),
-    );
-    let with_positions = |file: &Path| {
-        vec![
-            "migrate".to_string(),
-            "--from".into(),
-            src.into(),
-            "--to".into(),
-            dst.into(),
-            "--channels".into(),
-            list.clone(),
-            "--positions".into(),
-            file.display().to_string(),
-            "--positions-out".into(),
-            out.display().to_string(),
-        ]
-    };
-    let as_strings = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
-    let cases: Vec<(&str, Vec<String>, &str)> = vec![
-        (
-            "unknown channel",
-            as_strings(&[
-                "migrate",
-                "--from",
-                src,
-                "--to",
-                dst,
-                "--channels",
-                &unknown,
-            ]),
-            "channel \"no-such-channel\" does not exist at the migration source",
-        ),
-        (
-            "one file twice",
-            as_strings(&["migrate", "--from", src, "--to", src, "--channels", &list]),
-            "same store",
-        ),
-        (
-            "two files, one store",
-            as_strings(&["migrate", "--from", same, "--to", src, "--channels", &list]),
-            "same store",
-        ),
-        (
-            "positions of another channel",
-            with_positions(&other_positions),
-            "\"not-migrated\", which is not migrated",
-        ),
-        (
-            "a position the source does not hold",
-            with_positions(&not_held),
-            "which the source does not hold",
-        ),
-        (
-            "corrupt positions",
-            with_positions(&corrupt),
-            "positions file",
-        ),
-    ];
-    for (case, args, expected) in cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let result = tokio::task::block_in_place(|| msgstream(&args, &[]));
-        assert_eq!(result.status.code(), Some(1), "{case}: {}", stderr(&result));
-        assert!(
-            stderr(&result).contains(expected),
-            "{case}: {expected:?} in {}",
-            stderr(&result)
-        );
-        assert!(!out.exists(), "{case}: no positions written");
-        let factory = target.factory().await;
-        let topics = factory.client().list_topics().await.expect("topics");
-        assert!(
-            channels.iter().all(|c| !topics.contains(c)),
-            "{case}: nothing written at the target: {topics:?}"
-        );
-        factory.close().await;
-    }
-    // A target channel that already holds a message of its own.
-    {
-        let factory = target.factory().await;
-        let producer = factory
-            .client()
-            .create_producer(&channels[1])
-            .await
-            .expect("producer");
-        producer
-            .send(ProducerMessage::new(&b"not migrated"[..]))
-            .await
-            .expect("send");
-        factory.close().await;
-    }
-    let result =
-        tokio::task::block_in_place(|| msgstream(&migrate_args(&source, &target, &list), &[]));
-    assert_eq!(result.status.code(), Some(1), "{}", stderr(&result));
-    assert!(
-        stderr(&result).contains("ends with a message that no migration copied"),
-        "{}",
-        stderr(&result)
-    );
-    // Looking where each target channel ends may create the others, empty.
-    let factory = target.factory().await;
-    for (i, channel) in channels.iter().enumerate() {
-        assert_eq!(
-            crate::migrate::read_all(&factory.client(), channel)
-                .await
-                .len(),
-            usize::from(i == 1),
-            "{channel}: nothing copied, the channel in use left as it was"
-        );
-    }
-    factory.close().await;
-}
-
-/// A backend without readers can be neither end of a migration: `Unsupported`, before anything
-/// is written.
-#[cfg(all(feature = "nsq", feature = "rocksmq"))]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backends_without_readers_are_refused() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = crate::harness::nsq_server(false).await;
-    let upstream = Store {
-        config: write_config(
-            dir.path(),
-            "upstream.toml",
-            &format!(
-                "backend = \"nsq\"\n[nsq]\nnsqd = [{:?}]\nnsqd_http = [{:?}]\nspool_dir = {:?}\n",
-                server.tcp_addr().to_string(),
-                server.http_addr().to_string(),
-                dir.path().join("spool").display().to_string(),
-            ),
-        ),
-        _keep: Box::new(server),
-    };
-    let rocksmq = rocksmq_store(dir.path(), "embedded");
-    let channels = channel_names("migu");
-    for store in [&upstream, &rocksmq] {
-        let factory = store.factory().await;
-        produce_rounds(&factory.client(), &channels, 1..=1, 1).await;
-        factory.close().await;
-    }
-    let list = channels.join(",");
-    for (from, to, expected) in [
-        (
-            &upstream,
-            &rocksmq,
-            "being a migration source without readers",
-        ),
-        (
-            &rocksmq,
-            &upstream,
-            "being a migration target without readers",
-        ),
-    ] {
-        let result = tokio::task::block_in_place(|| msgstream(&migrate_args(from, to, &list), &[]));
-        assert_eq!(result.status.code(), Some(1), "{}", stderr(&result));
-        assert!(
-            stderr(&result).contains(expected),
-            "{expected:?} in {}",
-            stderr(&result)
-        );
-    }
-    let factory = rocksmq.factory().await;
-    for channel in &channels {
-        assert_eq!(
-            crate::migrate::read_all(&factory.client(), channel)
-                .await
-                .len(),
-            2,
-            "{channel}: nothing copied to the embedded queue"
-        );
-    }
     factory.close().await;
 }
