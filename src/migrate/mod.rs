@@ -27,6 +27,10 @@
 //! leave behind the data. The last message is found through the target's latest id and a
 //! reader; on a target with readers but no latest id, by reading the channel once from its
 //! start; a target without readers is refused (`Error::Unsupported`), since it could not tell.
+//! Before it looks, a run writes one message to a fence channel at the target (a broker that
+//! makes a killed connection's last write readable only when the next write arrives then has
+//! done so: rocketmq-rust's does) and waits until each channel's end stays put for
+//! [`MigrateOptions::settle`] (a write still being processed when the next run starts).
 //!
 //! # Bounded memory
 //!
