@@ -108,6 +108,7 @@ impl ChannelCopy {
             })
             .await?;
         let producer = target.create_producer(&self.channel).await?;
+        tracing::debug!(channel = %self.channel, after = ?self.resume_after, "migration: copying");
         let result = self
             .copy(
                 reader.as_mut(),
@@ -143,7 +144,11 @@ impl ChannelCopy {
             }
             if !batch.is_empty() {
                 let count = batch.len() as u64;
-                producer.send_batch(std::mem::take(&mut batch)).await?;
+                let first = batch
+                    .first()
+                    .and_then(|m| m.properties.get(SOURCE_ID_PROPERTY).cloned());
+                let ids = producer.send_batch(std::mem::take(&mut batch)).await?;
+                tracing::debug!(channel = %self.channel, ?first, first_target = ?ids.first().map(|i| encode_hex(i.as_bytes())), count, "migration: batch written");
                 self.stats.copied.fetch_add(count, Ordering::Relaxed);
                 self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                 if *stop.borrow() {
@@ -164,5 +169,46 @@ impl ChannelCopy {
                 _ = stop.wait_for(|stop| *stop) => return Ok(()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use msgstream::base::SharedStr;
+    use msgstream::mq::Delivery;
+
+    use super::*;
+
+    #[test]
+    fn a_copy_names_its_latest_source() {
+        let mut properties = msgstream::base::Properties::new();
+        properties.insert("traceparent".into(), "00-ab-cd-01".into());
+        properties.insert(SOURCE_ID_PROPERTY.into(), "0000000000000001".into());
+        let copy = copy_of(Message {
+            topic: SharedStr::from("a"),
+            id: MessageId::from_u64(0x2a),
+            payload: b"payload".to_vec().into(),
+            properties,
+            delivery: Delivery::default(),
+        });
+        assert_eq!(&copy.payload[..], b"payload");
+        assert_eq!(copy.properties["traceparent"], "00-ab-cd-01");
+        assert_eq!(
+            copy.properties[SOURCE_ID_PROPERTY], "000000000000002a",
+            "a message migrated twice names the source it was copied from last"
+        );
+    }
+
+    #[test]
+    fn lag_is_zero_when_caught_up_and_unknown_before() {
+        let stats = ChannelStats::new("a", false);
+        assert_eq!(stats.snapshot().lag, None, "never caught up");
+        stats.caught_up();
+        assert_eq!(stats.snapshot().lag, Some(Duration::ZERO));
+        stats.behind.store(true, Ordering::Release);
+        assert!(stats
+            .snapshot()
+            .lag
+            .is_some_and(|lag| lag < Duration::from_secs(60)));
     }
 }

@@ -27,6 +27,10 @@
 //! leave behind the data. The last message is found through the target's latest id and a
 //! reader; on a target with readers but no latest id, by reading the channel once from its
 //! start; a target without readers is refused (`Error::Unsupported`), since it could not tell.
+//! Before it looks, a run writes one message to a fence channel at the target (a broker that
+//! makes a killed connection's last write readable only when the next write arrives then has
+//! done so: rocketmq-rust's does) and waits until each channel's end stays put for
+//! [`MigrateOptions::settle`] (a write still being processed when the next run starts).
 //!
 //! # Bounded memory
 //!
@@ -77,6 +81,9 @@ pub struct MigrateOptions {
     pub batch: usize,
     /// How often [`MigrationEvent::Progress`] is reported (default one second).
     pub progress_every: Duration,
+    /// How long a target channel's end must stay put before a run resumes after it (default
+    /// one second; see the module's *Exactly once*).
+    pub settle: Duration,
 }
 
 impl MigrateOptions {
@@ -88,6 +95,7 @@ impl MigrateOptions {
             follow: false,
             batch: 256,
             progress_every: Duration::from_secs(1),
+            settle: Duration::from_secs(1),
         }
     }
 
@@ -106,6 +114,14 @@ impl MigrateOptions {
     /// Same options, reporting progress every `every`.
     pub fn with_progress_every(mut self, every: Duration) -> Self {
         self.progress_every = every;
+        self
+    }
+
+    /// Same options, resuming once a target channel's end stayed put for `settle` (zero:
+    /// at once, safe only when no killed run's write can still be on its way, as on an
+    /// embedded target).
+    pub fn with_settle(mut self, settle: Duration) -> Self {
+        self.settle = settle;
         self
     }
 

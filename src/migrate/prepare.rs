@@ -8,7 +8,7 @@ use msgstream::mq::{validate_channel_name, Client, ReaderOptions};
 use msgstream::msg::MsgPosition;
 
 use super::copy::{ChannelCopy, ChannelStats};
-use super::resume::last_copied;
+use super::resume::{fence, last_copied};
 use super::MigrateOptions;
 use crate::positions::encode_hex;
 use crate::{Error, Result};
@@ -54,16 +54,25 @@ pub(super) async fn check(
         Err(e) => return Err(e.into()),
     }
     check_positions(source.as_ref(), &options.channels, &options.positions).await?;
-    let mut channels = Vec::with_capacity(options.channels.len());
-    for channel in &options.channels {
-        let resume_after = last_copied(source.as_ref(), target.as_ref(), channel).await?;
-        channels.push(ChannelCopy {
+    fence(target.as_ref()).await?;
+    // Together, so that their settling overlaps.
+    let ends = futures::future::try_join_all(
+        options
+            .channels
+            .iter()
+            .map(|channel| last_copied(source.as_ref(), target.as_ref(), channel, options.settle)),
+    )
+    .await?;
+    Ok(options
+        .channels
+        .iter()
+        .zip(ends)
+        .map(|(channel, resume_after)| ChannelCopy {
             stats: Arc::new(ChannelStats::new(channel, resume_after.is_some())),
             channel: channel.clone(),
             resume_after,
-        });
-    }
-    Ok(channels)
+        })
+        .collect())
 }
 
 fn check_channel_names(channels: &[String]) -> Result<()> {

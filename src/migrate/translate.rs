@@ -1,11 +1,16 @@
 //! Positions saved on a migration's source, as positions on its target.
 
+use std::time::Duration;
+
 use msgstream::mq::{Client, ReaderOptions};
 use msgstream::msg::MsgPosition;
 
 use super::SOURCE_ID_PROPERTY;
 use crate::positions::encode_hex;
 use crate::{Error, Result};
+
+/// How long the search for a position's message waits for the next message of its channel.
+const READ_WAIT: Duration = Duration::from_secs(10);
 
 /// Translates positions saved on a migration's source into the target's: each position names
 /// the target id of the message its source id names (found by its [`SOURCE_ID_PROPERTY`]), with
@@ -16,7 +21,7 @@ use crate::{Error, Result};
 ///
 /// Each position costs one read of its target channel from the start, up to its message (the
 /// target ids of copied messages are kept nowhere else). A message that is not at the target
-/// is [`Error::PositionNotMigrated`].
+/// is [`Error::PositionNotMigrated`], once its channel offered nothing more for ten seconds.
 pub async fn translate_positions(
     target: &dyn Client,
     positions: &[MsgPosition],
@@ -35,9 +40,12 @@ pub async fn translate_positions(
                 inclusive: true,
             })
             .await?;
+        // `next`, not `has_next`: a broker may make a message readable a moment after it
+        // acknowledged it (RocketMQ indexes stored messages asynchronously), and every message
+        // a position names was acknowledged by then. Only a wait this long ends the search.
         let found = async {
-            while reader.has_next().await? {
-                let message = reader.next().await?;
+            while let Ok(message) = tokio::time::timeout(READ_WAIT, reader.next()).await {
+                let message = message?;
                 if message.properties.get(SOURCE_ID_PROPERTY) == Some(&wanted) {
                     return Ok(Some(message.id));
                 }

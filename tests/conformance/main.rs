@@ -13,8 +13,11 @@ mod cli_admin_messages;
 mod cli_data;
 mod cli_input_limits;
 mod cli_logs;
+mod cli_migrate;
+mod cli_migrate_input;
 mod cli_undelivered;
 mod harness;
 mod migrate;
+mod migrate_data;
 #[cfg(any(feature = "rocksmq", feature = "rocketmq", feature = "nsq"))]
 mod restart;

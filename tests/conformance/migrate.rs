@@ -4,174 +4,16 @@
 //!
 //! Pairs: every ordered pair of backends that seek (memory, rocksmq, RocketMQ, a Youzan NSQ
 //! cluster). Upstream nsqd and a standalone Youzan nsqd have no readers: a migration from or to
-//! them is `Unsupported` before anything is written (`cli_migrate.rs` holds that too).
+//! them is `Unsupported` before anything is written (`cli_migrate_input.rs`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use msgstream::mq::{Client, InitialPosition, Message, ReaderOptions};
-use msgstream::msg::{MsgPack, MsgPosition, TsMsg};
-use msgstream::stream::StreamOptions;
-use msgstream::testkit::{insert, unique, within, Harness};
-use msgstream::tt::TtMsgStream;
-use msgstream_facade::migrate::{MigrateOptions, Migration, MigrationEvent, SOURCE_ID_PROPERTY};
+use msgstream::testkit::{within, Harness};
+use msgstream_facade::migrate::{MigrateOptions, Migration, MigrationEvent};
 
-/// Rounds written; a round is one pack.
-pub const ROUNDS: u64 = 20;
-
-/// Four channels with names no other test uses.
-pub fn channel_names(prefix: &str) -> Vec<String> {
-    (0..4).map(|i| unique(&format!("{prefix}{i}"))).collect()
-}
-
-/// Writes rounds `rounds` to `channels` through a tt stream: per round and channel,
-/// `per_round` inserts (the second with a property; the last, but in the last round, with a
-/// timestamp of the next round, so positions name buffered inserts as well as ticks), then a
-/// tick at `10 × round`.
-pub async fn produce_rounds(
-    client: &Arc<dyn Client>,
-    channels: &[String],
-    rounds: std::ops::RangeInclusive<u64>,
-    per_round: u64,
-) {
-    let names: Vec<&str> = channels.iter().map(String::as_str).collect();
-    let mut out = TtMsgStream::new(client.clone(), StreamOptions::default());
-    out.as_producer(&names).await.expect("as_producer");
-    for round in rounds {
-        let end = round * 10;
-        let mut msgs = Vec::new();
-        for channel in 0..names.len() as u32 {
-            for n in 0..per_round {
-                let late = n + 1 == per_round && round < ROUNDS;
-                let ts = if late { end + 4 } else { end - 6 + n % 5 };
-                let id = (round * 100_000 + u64::from(channel) * 1000 + n) as i64;
-                let mut msg = insert(id, ts, channel);
-                if n == 1 {
-                    msg.properties.insert("round".into(), round.to_string());
-                }
-                msgs.push(msg);
-            }
-            msgs.push(TsMsg::time_tick(end).with_hash_keys(vec![channel]));
-        }
-        out.produce(&MsgPack {
-            msgs,
-            ..MsgPack::default()
-        })
-        .await
-        .expect("produce");
-    }
-    out.close().await;
-}
-
-/// `count` packs of a new tt subscription `subscription`, seeking to `from` first if given.
-pub async fn read_packs(
-    client: &Arc<dyn Client>,
-    channels: &[String],
-    subscription: &str,
-    from: Option<&[MsgPosition]>,
-    count: usize,
-) -> Vec<MsgPack> {
-    let names: Vec<&str> = channels.iter().map(String::as_str).collect();
-    let mut stream = TtMsgStream::new(client.clone(), StreamOptions::default());
-    stream
-        .as_consumer(&names, subscription, InitialPosition::Earliest)
-        .await
-        .expect("as_consumer");
-    if let Some(from) = from {
-        stream.seek(from).await.expect("seek");
-    }
-    let mut packs = Vec::with_capacity(count);
-    while packs.len() < count {
-        let pack = within("a tt pack", stream.next_pack())
-            .await
-            .expect("stream open")
-            .expect("pack");
-        packs.push(pack);
-    }
-    stream.close().await;
-    packs
-}
-
-/// What must be equal between a run on the source and one on the target: the pack bounds and
-/// each message as produced (positions are backends' own; the source-id property is the
-/// migration's, and must be there on the target).
-pub fn comparable(packs: &[MsgPack], migrated: bool) -> Vec<(u64, u64, Vec<TsMsg>)> {
-    packs
-        .iter()
-        .map(|p| {
-            let msgs = p
-                .msgs
-                .iter()
-                .map(|m| {
-                    let mut properties = m.properties.clone();
-                    assert_eq!(
-                        properties.remove(SOURCE_ID_PROPERTY).is_some(),
-                        migrated,
-                        "the source-id property is on migrated messages only"
-                    );
-                    TsMsg {
-                        position: None,
-                        properties,
-                        ..m.clone()
-                    }
-                })
-                .collect();
-            (p.begin_ts, p.end_ts, msgs)
-        })
-        .collect()
-}
-
-/// Every message of `channel`, read from the start.
-pub async fn read_all(client: &Arc<dyn Client>, channel: &str) -> Vec<Message> {
-    let mut reader = client
-        .create_reader(ReaderOptions {
-            topic: channel.to_string(),
-            start: client.earliest_message_id(),
-            inclusive: true,
-        })
-        .await
-        .expect("reader");
-    let mut all = Vec::new();
-    while within("has_next", reader.has_next())
-        .await
-        .expect("has_next")
-    {
-        all.push(within("next", reader.next()).await.expect("next"));
-    }
-    reader.close().await;
-    all
-}
-
-/// The target holds each source message once, in order, with its payload and properties, and
-/// naming its source id.
-pub async fn assert_copied_exactly(
-    source: &Arc<dyn Client>,
-    target: &Arc<dyn Client>,
-    channels: &[String],
-) {
-    for channel in channels {
-        let (from, to) = (
-            read_all(source, channel).await,
-            read_all(target, channel).await,
-        );
-        assert_eq!(
-            to.len(),
-            from.len(),
-            "{channel}: as many messages at the target"
-        );
-        for (i, (f, t)) in from.iter().zip(&to).enumerate() {
-            let mut properties = t.properties.clone();
-            let source_id = properties.remove(SOURCE_ID_PROPERTY);
-            let hex: String = f.id.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
-            assert_eq!(source_id, Some(hex), "{channel} message {i}: its source id");
-            assert_eq!(t.payload, f.payload, "{channel} message {i}: payload");
-            assert_eq!(
-                properties, f.properties,
-                "{channel} message {i}: properties"
-            );
-        }
-    }
-}
+use crate::migrate_data::{
+    assert_copied_exactly, channel_names, comparable, produce_rounds, read_packs, ROUNDS,
+};
 
 /// The property of the issue, from `source` to `target`.
 async fn stopped_consumer_resumes_on_the_target(source: Harness, target: Harness) {
@@ -327,4 +169,57 @@ async fn caught_up(
             return;
         }
     }
+}
+
+/// A target with readers but no latest id (a Youzan cluster reached through its lookupd only,
+/// without nsqd's HTTP API) is read from its start to find where each channel ends: a second
+/// run copies only what is new.
+#[cfg(feature = "nsq")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_without_latest_id_is_scanned() {
+    use msgstream_facade::config::NsqExtensions;
+    use msgstream_facade::{BackendKind, Config, Factory};
+    let server = crate::harness::nsq_cluster_server().await;
+    let mut config = Config {
+        backend: BackendKind::Nsq,
+        ..Config::default()
+    };
+    (config.nsq.nsqd, _, config.nsq.lookupd) = server.config_addresses();
+    config.nsq.extensions = NsqExtensions::Partitions;
+    config.nsq.cluster = true;
+    config.nsq.partitions = 2;
+    config.nsq.partition = 1;
+    let spool = tempfile::tempdir().expect("tempdir");
+    config.nsq.spool_dir = spool.path().to_path_buf();
+    let target = Factory::new(&config).await.expect("factory");
+    let dst = target.client();
+    let capabilities = dst.capabilities();
+    assert!(
+        capabilities.readers && !capabilities.latest_id,
+        "{capabilities:?}"
+    );
+    let source = crate::harness::memory().await;
+    let src = source.client();
+    let channels = channel_names("migs");
+    produce_rounds(&src, &channels, 1..=2, 2).await;
+    let migrate = || async {
+        Migration::prepare(
+            src.clone(),
+            dst.clone(),
+            MigrateOptions::new(channels.clone()),
+        )
+        .await
+        .expect("prepare")
+        .run_to_end()
+        .await
+        .expect("migrate")
+        .progress
+    };
+    assert_eq!(migrate().await.copied(), 2 * 4 * 3);
+    produce_rounds(&src, &channels, 3..=4, 2).await;
+    let second = migrate().await;
+    assert_eq!(second.copied(), 2 * 4 * 3, "only what is new");
+    assert!(second.channels.iter().all(|c| c.resumed));
+    assert_copied_exactly(&src, &dst, &channels).await;
+    target.close().await;
 }

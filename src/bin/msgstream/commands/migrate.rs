@@ -45,6 +45,10 @@ pub struct MigrateArgs {
     /// Messages per write at most (also bounds what is held in memory per channel).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
     batch: u32,
+    /// Milliseconds a target channel's end must stay put before a run resumes after it: a
+    /// write of a killed run may still land at a broker for a moment.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    settle_ms: u64,
 }
 
 fn load(path: &Path) -> Result<Config> {
@@ -91,7 +95,9 @@ async fn migrate(
     stop: &Stop,
 ) -> Result<ExitCode> {
     let mut options = MigrateOptions::new(args.channels.iter().cloned()).with_positions(positions);
-    options = options.with_batch(args.batch as usize);
+    options = options
+        .with_batch(args.batch as usize)
+        .with_settle(Duration::from_millis(args.settle_ms));
     if args.follow {
         options = options.following();
     }
