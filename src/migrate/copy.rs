@@ -73,8 +73,10 @@ impl ChannelStats {
     }
 }
 
-/// The message to write for `message`: the same payload and properties, plus its source id.
+/// The message to write for `message`: the same payload and properties, plus its source id,
+/// and its timestamp for the target's time index (so seeking by time works on the copies).
 fn copy_of(message: Message) -> ProducerMessage {
+    let timestamp = msgstream::mq::message_timestamp(&message.payload);
     let mut properties = message.properties;
     properties.insert(
         SOURCE_ID_PROPERTY.to_string(),
@@ -83,6 +85,7 @@ fn copy_of(message: Message) -> ProducerMessage {
     ProducerMessage {
         payload: message.payload,
         properties,
+        timestamp,
     }
 }
 
