@@ -90,7 +90,8 @@ async fn open_rocksmq(_config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(feature = "rocketmq")]
 async fn open_rocketmq(config: &Config) -> Result<Arc<dyn Client>> {
-    let options = config.rocketmq.clone();
+    let mut options = config.rocketmq.clone();
+    options.timestamps = config.stream.timestamps();
     Ok(Arc::new(
         msgstream_rocketmq::RocketMqClient::connect(options).await?,
     ))

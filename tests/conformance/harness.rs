@@ -6,6 +6,8 @@
 //! `MSGSTREAM_NSQ_CLUSTER`, see [`nsq_server`] and [`nsq_cluster_server`]).
 
 use msgstream::testkit::Harness;
+#[cfg(feature = "rocketmq")]
+use msgstream_facade::config::TimestampKind;
 use msgstream_facade::{BackendKind, Config, Factory};
 
 async fn from_config(config: Config, keep: impl std::any::Any + Send + Sync) -> Harness {
@@ -48,6 +50,10 @@ pub async fn rocketmq() -> Harness {
     };
     config.rocketmq.name_servers = vec![cluster.namesrv.clone()];
     config.rocketmq.persist_interval_ms = 200;
+    // The checks take hybrid timestamps from this machine's clock, the brokers' clock too: no
+    // slack, so the broker's search by store time is what finds each answer.
+    config.stream.timestamps = TimestampKind::Hybrid;
+    config.stream.clock_slack_ms = 0;
     from_config(config, ()).await
 }
 
