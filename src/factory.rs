@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use msgstream::mq::Client;
+use msgstream::mq::{Client, Timestamps};
 use msgstream::retry::RetryPolicy;
 use msgstream::stream::{MsgStream, StreamOptions};
 use msgstream::tt::TtMsgStream;
@@ -16,6 +16,7 @@ pub struct Factory {
     backend: BackendKind,
     client: Arc<dyn Client>,
     options: StreamOptions,
+    timestamps: Timestamps,
 }
 
 impl Factory {
@@ -32,6 +33,7 @@ impl Factory {
             backend: config.backend,
             client,
             options,
+            timestamps: config.stream.timestamps(),
         })
     }
 
@@ -43,6 +45,12 @@ impl Factory {
     /// The mq-layer client, for what the streams do not cover (listing topics, raw producers).
     pub fn client(&self) -> Arc<dyn Client> {
         self.client.clone()
+    }
+
+    /// What message timestamps are, as `[stream] timestamps` says (opaque, or hybrid with
+    /// the configured clock slack).
+    pub fn timestamps(&self) -> Timestamps {
+        self.timestamps
     }
 
     /// The stream options every stream of this factory gets.

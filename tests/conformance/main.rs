@@ -12,6 +12,7 @@ mod cli_admin_guard;
 mod cli_data;
 mod cli_input_limits;
 mod cli_logs;
+mod cli_time;
 mod cli_undelivered;
 mod harness;
 #[cfg(any(feature = "rocksmq", feature = "rocketmq", feature = "nsq"))]
