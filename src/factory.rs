@@ -112,7 +112,12 @@ async fn open_rocketmq(_config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(feature = "nsq")]
 async fn open_nsq(config: &Config) -> Result<Arc<dyn Client>> {
-    let options = config.nsq.clone();
+    let mut options = config.nsq.clone();
+    // `[stream] timestamps = "hybrid"` says it for every backend; `[nsq]
+    // hybrid_clock_slack_ms`, where set, is the nsq section's own slack.
+    if let msgstream::mq::Timestamps::Hybrid { clock_slack_ms } = config.stream.timestamps() {
+        options.hybrid_clock_slack_ms.get_or_insert(clock_slack_ms);
+    }
     Ok(Arc::new(msgstream_nsq::NsqClient::connect(options).await?))
 }
 

@@ -6,7 +6,7 @@
 //! `MSGSTREAM_NSQ_CLUSTER`, see [`nsq_server`] and [`nsq_cluster_server`]).
 
 use msgstream::testkit::Harness;
-#[cfg(feature = "rocketmq")]
+#[cfg(any(feature = "rocketmq", feature = "nsq"))]
 use msgstream_facade::config::TimestampKind;
 use msgstream_facade::{BackendKind, Config, Factory};
 
@@ -274,6 +274,10 @@ pub async fn nsq_cluster() -> Harness {
     config.nsq.cluster = true;
     config.nsq.partitions = 2;
     config.nsq.partition = 1;
+    // Hybrid timestamps from this machine's clock, which the test cluster's nsqds share: the
+    // seek-by-time checks run through the cluster's `timestamp:` offsets.
+    config.stream.timestamps = TimestampKind::Hybrid;
+    config.stream.clock_slack_ms = 0;
     let spool = tempfile::tempdir().expect("tempdir");
     config.nsq.spool_dir = spool.path().to_path_buf();
     from_config(config, (server, spool)).await

@@ -115,6 +115,31 @@ impl Consumer {
         let _ = self.commands.send(Command::SetMaxInFlight(max_in_flight));
     }
 
+    /// Moves the channel of every partition this consumer reads to `offset`, on a Youzan
+    /// cluster: [`ConsumeOffset::Timestamp`]`(secs)` continues at the first message published
+    /// at or after `secs` (seconds since the epoch; a time after the last message means only
+    /// new ones), [`ConsumeOffset::VirtualQueue`] at a stored position, and
+    /// [`ConsumeOffset::Latest`] at the end. The connections stay: the server moves them with
+    /// the channel, so every consumer of the channel continues from there. Messages taken
+    /// before the seek and not yet finished are forgotten by the server (finishing one fails);
+    /// deliveries already on their way may still arrive.
+    ///
+    /// Errors: [`Error::Unsupported`] from a standalone Youzan nsqd (no coordinator, no commit
+    /// log to search) or an upstream nsqd (no consume offsets), or when an nsqd's HTTP address
+    /// is unknown (configure `nsqd_http` or use lookupd); [`Error::NoServer`] while no
+    /// connection is subscribed.
+    ///
+    /// [`ConsumeOffset::Timestamp`]: crate::ConsumeOffset::Timestamp
+    /// [`ConsumeOffset::VirtualQueue`]: crate::ConsumeOffset::VirtualQueue
+    /// [`ConsumeOffset::Latest`]: crate::ConsumeOffset::Latest
+    pub async fn seek(&self, offset: crate::ConsumeOffset) -> Result<()> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.commands
+            .send(Command::Seek(offset, answer))
+            .map_err(|_| Error::Closed("consumer"))?;
+        answered.await.map_err(|_| Error::Closed("consumer"))?
+    }
+
     /// Counters.
     pub fn stats(&self) -> Stats {
         let c = &self.counters;

@@ -23,6 +23,7 @@ mod handler;
 mod http;
 pub mod lookup;
 pub mod message;
+pub mod offset;
 pub mod producer;
 pub mod rdy;
 mod spool;
@@ -37,6 +38,7 @@ pub use consumer::{Consumer, ConsumerConfig, FailedCallback, Stats, SubscribeMod
 pub use error::{Error, Result};
 pub use handler::spawn_handlers;
 pub use message::{Message, Origin};
+pub use offset::{set_channel_offset, OffsetSet};
 pub use producer::{Producer, ProducerConfig, PublishReceipt};
 
 /// Backend name in errors and configs.

@@ -908,3 +908,175 @@ async fn a_brief_wait_at_max_in_flight_says_nothing() {
     consumer.close().await;
     client.close().await;
 }
+
+/// Unix milliseconds now.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+}
+
+/// Publishes a timetick of `ts` and returns its id.
+async fn publish_tick(client: &NsqClient, topic: &str, ts: u64) -> msgstream::mq::MessageId {
+    let producer = client.create_producer(topic).await.expect("producer");
+    let tick = msgstream::msg::TsMsg::time_tick(ts).encode();
+    let ids = producer
+        .send_batch(vec![ProducerMessage::new(tick)])
+        .await
+        .expect("publish");
+    ids[0].clone()
+}
+
+/// Seeking by time on a cluster, timestamps being hybrid ones from this machine's clock (slack
+/// 0: the test server stores with the same clock). The nsqds index whole seconds; the core's
+/// forward scan makes the answer exact within one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_seeks_by_hybrid_timestamp() {
+    use msgstream::mq::time::hybrid_from_unix_ms;
+    use msgstream::mq::{InitialPosition, TimePosition};
+    let cluster = TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("test cluster");
+    let client = NsqClient::connect(NsqConfig {
+        hybrid_clock_slack_ms: Some(0),
+        ..cluster_config(&cluster, 0)
+    })
+    .await
+    .expect("client");
+    assert!(client.capabilities().seek_time);
+    let topic = common::topic("timed");
+    let first_ts = hybrid_from_unix_ms(now_ms());
+    let first = publish_tick(&client, &topic, first_ts).await;
+    // The next whole second, so that the nsqd stores the next two in a later second.
+    let into = now_ms() % 1000;
+    tokio::time::sleep(Duration::from_millis(1000 - into + 1)).await;
+    let second_ts = hybrid_from_unix_ms(now_ms());
+    let second = publish_tick(&client, &topic, second_ts).await;
+    let third = publish_tick(&client, &topic, second_ts + 5).await;
+
+    let at = |id: &msgstream::mq::MessageId, inclusive| TimePosition {
+        id: id.clone(),
+        inclusive,
+    };
+    for (ts, want) in [
+        (first_ts - 1, at(&first, true)),
+        (first_ts, at(&first, true)),
+        (first_ts + 1, at(&second, true)),
+        (second_ts, at(&second, true)),
+        (second_ts + 1, at(&third, true)),
+        (second_ts + 5, at(&third, true)),
+        (second_ts + 6, at(&third, false)),
+    ] {
+        assert_eq!(
+            client.message_id_at_time(&topic, ts).await.expect("search"),
+            want,
+            "time {ts}"
+        );
+    }
+
+    let mut options = ConsumerOptions::new(&topic, "from-second");
+    options.initial_position = InitialPosition::Timestamp(second_ts);
+    let mut consumer = client.subscribe(options).await.expect("subscribe");
+    let message = common::recv_mq(&mut consumer).await;
+    assert_eq!(message.id, second);
+    consumer.close().await;
+    client.close().await;
+}
+
+/// Without `hybrid_clock_slack_ms` the streams' timestamps say nothing about the nsqds'
+/// clocks: seeking by time is declared unsupported and refused so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opaque_timestamps_cannot_be_searched() {
+    let cluster = TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("test cluster");
+    let client = NsqClient::connect(cluster_config(&cluster, 0))
+        .await
+        .expect("client");
+    assert!(!client.capabilities().seek_time);
+    let topic = common::topic("opaque");
+    assert!(matches!(
+        client.message_id_at_time(&topic, 7).await,
+        Err(Error::Unsupported { .. })
+    ));
+    let mut options = ConsumerOptions::new(&topic, "s");
+    options.initial_position = msgstream::mq::InitialPosition::Timestamp(7);
+    assert!(matches!(
+        client.subscribe(options).await.err(),
+        Some(Error::Unsupported { .. })
+    ));
+    client.close().await;
+}
+
+/// Subscribes `options`, waiting while a dropped consumer's lease is still held by the task
+/// that releases its spool (at most `common::within`'s wait).
+async fn subscribe_once_free(client: &NsqClient, options: &ConsumerOptions) -> Box<dyn Consumer> {
+    common::within("the subscription freed", async {
+        loop {
+            match client.subscribe(options.clone()).await {
+                Ok(consumer) => break consumer,
+                Err(Error::SubscriptionBusy { .. }) => tokio::task::yield_now().await,
+                Err(e) => panic!("subscribe: {e}"),
+            }
+        }
+    })
+    .await
+}
+
+/// Each kind of consumer owns its subscription's lease: dropped without `close` (a task that
+/// panicked, a stream dropped mid-way), it frees the subscription for the next consumer and
+/// for deleting it. A plain or ordered consumer frees it as it is dropped; a spooled one once
+/// its spool file is released, on the task the drop leaves behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_dropped_without_close_frees_its_subscription() {
+    let cluster = TestCluster::start(ClusterOptions::default())
+        .await
+        .expect("test cluster");
+    let with_offsets = NsqClient::connect(cluster_config(&cluster, 0))
+        .await
+        .expect("client");
+    let upstream = common::server(msgstream_nsq_testd::Extensions::None).await;
+    let spool = tempfile::tempdir().expect("tempdir");
+    let spooling = NsqClient::connect(NsqConfig {
+        nsqd: vec![upstream.tcp_addr().to_string()],
+        nsqd_http: vec![upstream.http_addr().to_string()],
+        spool_dir: spool.path().to_path_buf(),
+        ..NsqConfig::default()
+    })
+    .await
+    .expect("client");
+    for (kind, client, ordered) in [
+        ("plain", &with_offsets, false),
+        ("ordered", &with_offsets, true),
+        ("spooled", &spooling, true),
+    ] {
+        let topic = common::topic("dropped");
+        let mut options = ConsumerOptions::new(&topic, "sub");
+        options.ordered = ordered;
+        let consumer = client.subscribe(options.clone()).await.expect(kind);
+        assert!(
+            matches!(
+                client.subscribe(options.clone()).await,
+                Err(Error::SubscriptionBusy { .. })
+            ),
+            "{kind}: busy while the first is live"
+        );
+        drop(consumer);
+        let mut next = if kind == "spooled" {
+            subscribe_once_free(client, &options).await
+        } else {
+            client
+                .subscribe(options.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{kind}: free as soon as dropped: {e}"))
+        };
+        next.close().await;
+        client
+            .delete_subscription(&topic, "sub")
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: deletable after close: {e}"));
+    }
+    with_offsets.close().await;
+    spooling.close().await;
+}

@@ -196,3 +196,135 @@ async fn timestamp_offsets_start_at_a_publish_time() {
         within("stop", consumer.stop()).await;
     }
 }
+
+/// Seconds since the epoch now.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+/// Waits for the wall clock's next whole second and returns it: a message published before
+/// the call and one published after it have publish times on either side of it.
+async fn next_second() -> u64 {
+    let start = now_secs();
+    let into = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos();
+    tokio::time::sleep(std::time::Duration::from_nanos(
+        u64::from(1_000_000_000 - into) + 1_000_000,
+    ))
+    .await;
+    let now = now_secs();
+    assert!(now > start, "the clock moved on");
+    now
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_consumer_seeks_to_a_publish_time() {
+    let yz = topic("yz");
+    let cluster = offsets_cluster(&yz, 2).await;
+    let nodes: Vec<_> = cluster.nsqds().iter().collect();
+    // Partition p is led by node p.
+    let leaders = [producer(&[nodes[0]]), producer(&[nodes[1]])];
+    for (p, leader) in (0..).zip(&leaders) {
+        leader.publish_to(&yz, p, b"before").await.expect("pub");
+    }
+    let boundary = next_second().await;
+    for (p, leader) in (0..).zip(&leaders) {
+        leader.publish_to(&yz, p, b"after").await.expect("pub");
+    }
+    // Through the lookupd: one connection per partition, to its leader.
+    let mut config = consumer_config(&nodes, &yz, "timed");
+    config.nsqd.clear();
+    config.nsqd_http.clear();
+    config.lookupd = vec![cluster.lookupd_http_addr().to_string()];
+    config.mode = SubscribeMode::Advanced;
+    config.max_in_flight = 10;
+    config.offset = Some(ConsumeOffset::Timestamp(boundary - 3600));
+    let consumer = Consumer::connect(config).await.expect("consumer");
+    let mut seen = BTreeSet::new();
+    for _ in 0..4 {
+        let message = recv(&consumer).await;
+        seen.insert((message.origin().partition, body(&message)));
+        message.finish().await.expect("FIN");
+    }
+    let everything: BTreeSet<_> = [(0, "before"), (0, "after"), (1, "before"), (1, "after")]
+        .into_iter()
+        .map(|(p, b)| (Some(p), b.to_string()))
+        .collect();
+    assert_eq!(
+        seen, everything,
+        "an hour ago: both partitions from the start"
+    );
+
+    // At the boundary: each partition continues at its first message published at or after it.
+    consumer
+        .seek(ConsumeOffset::Timestamp(boundary))
+        .await
+        .expect("seek by time");
+    let mut seen = BTreeSet::new();
+    for _ in 0..2 {
+        let message = recv(&consumer).await;
+        seen.insert((message.origin().partition, body(&message)));
+        message.finish().await.expect("FIN");
+    }
+    let after: BTreeSet<_> = [0, 1].map(|p| (Some(p), "after".to_string())).into();
+    assert_eq!(seen, after);
+
+    // A time after the last message: only what is published from now on.
+    consumer
+        .seek(ConsumeOffset::Timestamp(now_secs() + 3600))
+        .await
+        .expect("seek past the end");
+    leaders[1].publish_to(&yz, 1, b"new").await.expect("pub");
+    let message = recv(&consumer).await;
+    assert_eq!(
+        (message.origin().partition, body(&message)),
+        (Some(1), "new".into())
+    );
+    message.finish().await.expect("FIN");
+    within("stop", consumer.stop()).await;
+}
+
+/// A standalone Youzan nsqd keeps no commit log and upstream nsqd has no consume offsets:
+/// starting or seeking by publish time is refused with `Unsupported`, before anything is
+/// delivered from the wrong place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_time_offsets_are_unsupported_without_a_cluster() {
+    for extensions in [Extensions::Partitions, Extensions::None] {
+        let s = server(extensions).await;
+        let t = topic("timed");
+        if extensions == Extensions::Partitions {
+            create_youzan_topic(&s, &t, 1).await;
+        }
+        let producer = producer(&[&s]);
+        producer.publish(&t, b"m").await.expect("pub");
+        let mut config = consumer_config(&[&s], &t, "c");
+        if extensions == Extensions::Partitions {
+            config.mode = SubscribeMode::Advanced;
+            config.offset = Some(ConsumeOffset::Timestamp(now_secs()));
+            let refused = Consumer::connect(config.clone()).await;
+            assert!(
+                matches!(refused, Err(msgstream_nsq::Error::Unsupported { .. })),
+                "{extensions:?}: start by time: {:?}",
+                refused.err()
+            );
+            config.offset = None;
+        }
+        let consumer = Consumer::connect(config).await.expect("consumer");
+        assert!(
+            consumer
+                .wait_connected(std::time::Duration::from_secs(5))
+                .await
+        );
+        let refused = consumer.seek(ConsumeOffset::Timestamp(now_secs())).await;
+        assert!(
+            matches!(refused, Err(msgstream_nsq::Error::Unsupported { .. })),
+            "{extensions:?}: seek by time: {refused:?}"
+        );
+        within("stop", consumer.stop()).await;
+    }
+}

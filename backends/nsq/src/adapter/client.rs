@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use msgstream::mq::{
     validate_channel_name, Capabilities, Client, Consumer, ConsumerOptions, InitialPosition,
-    MessageId, Ordering as Order, Producer, Reader, ReaderOptions, SubscriptionInfo,
+    Leases, MessageId, Ordering as Order, Producer, Reader, ReaderOptions, SubscriptionInfo,
+    Timestamps,
 };
 use msgstream::sync::lock;
 use msgstream::{Error, Result};
@@ -35,8 +36,9 @@ pub(crate) struct Shared {
     /// The Youzan cluster's side (`cluster = true`): topics through lookupd, publishes to
     /// the partition's leader.
     pub cluster: Option<Cluster>,
-    /// Live consumers by (topic, subscription): subscriptions are exclusive per client.
-    live: Mutex<HashSet<(String, String)>>,
+    /// Live consumers by (topic, subscription): subscriptions are exclusive per client; each
+    /// consumer holds its lease until closed or dropped.
+    leases: Leases,
     /// Topics known to exist in the configured partition (extensions on).
     created: Mutex<HashSet<String>>,
     closed: AtomicBool,
@@ -77,7 +79,8 @@ impl Shared {
         caps.durable_subscriptions = true;
         caps.delete_subscriptions = admin;
         caps.delete_topics = admin || self.cluster.is_some();
-        caps.seek_time = false;
+        caps.seek_time =
+            caps.readers && caps.latest_id && self.config.timestamps() != Timestamps::Opaque;
         // A standalone Youzan nsqd requeues a closed connection's messages in no fixed order
         // (Y8 127-129) and cannot restart a channel at its confirmed offset to restore it.
         caps.ordering = if offsets {
@@ -94,11 +97,6 @@ impl Shared {
     /// flight, a local spool as the commit point).
     pub(crate) fn orders_on_request(&self) -> bool {
         self.offsets() && self.admin.available()
-    }
-
-    /// Frees a subscription slot (consumer closed or dropped).
-    pub(crate) fn release(&self, topic: &str, subscription: &str) {
-        lock(&self.live).remove(&(topic.to_string(), subscription.to_string()));
     }
 
     /// Creates the topic in the configured partition once per client (the fork does not
@@ -242,7 +240,7 @@ impl NsqClient {
                 producer,
                 admin,
                 cluster,
-                live: Mutex::default(),
+                leases: Leases::new(),
                 created: Mutex::default(),
                 closed: AtomicBool::new(false),
             }),
@@ -300,6 +298,13 @@ impl NsqClient {
             return Ok(confirmed.map(ConsumeOffset::VirtualQueue));
         }
         match (self.shared.partition(), options.initial_position) {
+            (Some(partition), InitialPosition::Timestamp(ts)) if self.capabilities().seek_time => {
+                let at = self.message_id_at_time(&options.topic, ts).await?;
+                let offset = admin
+                    .start_offset(&options.topic, partition, &at.id, at.inclusive)
+                    .await?;
+                Ok(Some(ConsumeOffset::VirtualQueue(offset)))
+            }
             (_, InitialPosition::Timestamp(_)) => Err(Error::Unsupported {
                 backend: BACKEND,
                 what: "seeking by time",
@@ -347,39 +352,31 @@ impl Client for NsqClient {
         self.shared.check_open()?;
         validate("channel", &options.topic)?;
         validate("subscription", &options.subscription)?;
-        let key = (options.topic.clone(), options.subscription.clone());
-        if !lock(&self.shared.live).insert(key) {
-            return Err(Error::SubscriptionBusy {
-                topic: options.topic,
-                subscription: options.subscription,
-            });
-        }
+        // Held by the consumer from here; a failed start drops it with everything else.
+        let lease = self
+            .shared
+            .leases
+            .take(&options.topic, &options.subscription)?;
         let consumer = async {
             self.shared.ensure_topic(&options.topic).await?;
             let offset = self.start(&options).await?;
             if options.ordered && self.shared.orders_on_request() {
                 let consumer =
-                    OrderedConsumer::start(self.shared.clone(), &options, offset).await?;
+                    OrderedConsumer::start(self.shared.clone(), &options, offset, lease).await?;
                 return Ok::<Box<dyn Consumer>, Error>(Box::new(consumer));
             }
             // A spool with messages in it is read first, whoever subscribes: they were FINed
             // on the server and live nowhere else.
             if options.ordered || self.spool_holds_data(&options) {
                 let consumer =
-                    SpooledConsumer::start(self.shared.clone(), &options, offset).await?;
+                    SpooledConsumer::start(self.shared.clone(), &options, offset, lease).await?;
                 return Ok(Box::new(consumer));
             }
-            let consumer = NsqConsumer::start(self.shared.clone(), &options, offset).await?;
+            let consumer = NsqConsumer::start(self.shared.clone(), &options, offset, lease).await?;
             Ok(Box::new(consumer))
         }
         .await;
-        match consumer {
-            Ok(consumer) => Ok(consumer),
-            Err(e) => {
-                self.shared.release(&options.topic, &options.subscription);
-                Err(e)
-            }
-        }
+        consumer
     }
 
     async fn create_reader(&self, options: ReaderOptions) -> Result<Box<dyn Reader>> {
@@ -400,6 +397,15 @@ impl Client for NsqClient {
         )
         .await?;
         Ok(Box::new(reader))
+    }
+
+    /// A Youzan cluster's `timestamp:` offset read through a throw-away ephemeral channel (see
+    /// the module `adapter::time_seek`).
+    async fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<MessageId> {
+        self.shared.check_open()?;
+        validate("channel", topic)?;
+        self.shared.ensure_topic(topic).await?;
+        super::time_seek::time_lower_bound(&self.shared, topic, timestamp).await
     }
 
     fn earliest_message_id(&self) -> MessageId {
@@ -459,12 +465,7 @@ impl Client for NsqClient {
 
     async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {
         self.shared.check_open()?;
-        if lock(&self.shared.live).contains(&(topic.to_string(), subscription.to_string())) {
-            return Err(Error::SubscriptionBusy {
-                topic: topic.to_string(),
-                subscription: subscription.to_string(),
-            });
-        }
+        self.shared.leases.check_free(topic, Some(subscription))?;
         self.shared
             .admin
             .delete_channel(topic, subscription)
@@ -474,16 +475,7 @@ impl Client for NsqClient {
 
     async fn delete_topic(&self, topic: &str) -> Result<()> {
         self.shared.check_open()?;
-        let busy = lock(&self.shared.live)
-            .iter()
-            .find(|(t, _)| t == topic)
-            .cloned();
-        if let Some((topic, subscription)) = busy {
-            return Err(Error::SubscriptionBusy {
-                topic,
-                subscription,
-            });
-        }
+        self.shared.leases.check_free(topic, None)?;
         match &self.shared.cluster {
             Some(cluster) => cluster.delete_topic(topic).await?,
             None => self.shared.admin.delete_topic(topic).await?,

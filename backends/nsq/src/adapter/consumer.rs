@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 use async_trait::async_trait;
 use msgstream::mq::{
-    Acker, Consumer, ConsumerOptions, Delivery, DeliveryEpoch, Message, MessageId,
+    Acker, Consumer, ConsumerOptions, Delivery, DeliveryEpoch, Lease, Message, MessageId,
 };
 use msgstream::msg::SharedStr;
 use msgstream::sync::lock;
@@ -204,6 +204,8 @@ pub(crate) struct NsqConsumer {
     undecodable: Option<NsqMessage>,
     /// Whether the current stretch of holding `max_in_flight` unacked messages was reported.
     starved: bool,
+    /// This consumer's hold of the subscription, given back by `close` or with the consumer.
+    lease: Lease,
 }
 
 impl NsqConsumer {
@@ -211,6 +213,7 @@ impl NsqConsumer {
         shared: Arc<Shared>,
         options: &ConsumerOptions,
         offset: Option<ConsumeOffset>,
+        lease: Lease,
     ) -> Result<NsqConsumer> {
         let config = shared.consumer_config(&options.topic, &options.subscription, offset);
         let inner = shared.connect_push(config).await?;
@@ -236,6 +239,7 @@ impl NsqConsumer {
             toucher,
             undecodable: None,
             starved: false,
+            lease,
         })
     }
 
@@ -458,7 +462,7 @@ impl Consumer for NsqConsumer {
         }
         self.toucher.abort();
         self.shut().await;
-        self.shared.release(&self.topic, &self.subscription);
+        self.lease.release();
     }
 }
 
@@ -468,7 +472,6 @@ impl Drop for NsqConsumer {
             return;
         }
         self.toucher.abort();
-        self.shared.release(&self.topic, &self.subscription);
         let (acks, inner) = (self.acks.clone(), self.inner.take());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move { shut(&acks, inner).await });

@@ -22,6 +22,8 @@
 //! **Readers** (a cluster, and `nsqd_http` or lookupd) are ephemeral channels started at an
 //! offset; with lookupd they dial the nsqd lookupd names for the partition, TCP and HTTP.
 //!
+//! **Seeking by time** (a cluster, `hybrid_clock_slack_ms` set): see `time_seek`.
+//!
 //! **Latest id** (a cluster, `nsqd_http`): nsqd has no call for a partition's last offset, so
 //! it is pieced together from the fork's HTTP API: `/stats` gives the partition's message count
 //! and end offset, `/message/get?search_mode=count` the newest message's own offset, and the
@@ -49,6 +51,7 @@ mod producer;
 mod reader;
 mod redelivery;
 mod spooled;
+mod time_seek;
 
 pub use client::NsqClient;
 

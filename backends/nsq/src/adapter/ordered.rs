@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use msgstream::mq::{
-    Acker, Consumer, ConsumerOptions, Delivery, DeliveryEpoch, Message, MessageId,
+    Acker, Consumer, ConsumerOptions, Delivery, DeliveryEpoch, Lease, Message, MessageId,
 };
 use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
@@ -133,6 +133,8 @@ pub(crate) struct OrderedConsumer {
     /// Set when the reading channel was restarted at `next` because of an unexpected offset.
     restarted: bool,
     commit: Arc<CommitPoint>,
+    /// This consumer's hold of the subscription, given back by `close` or with the consumer.
+    lease: Lease,
 }
 
 impl OrderedConsumer {
@@ -143,6 +145,7 @@ impl OrderedConsumer {
         shared: Arc<Shared>,
         options: &ConsumerOptions,
         start: Option<ConsumeOffset>,
+        lease: Lease,
     ) -> Result<OrderedConsumer> {
         let admin = &shared.admin;
         let (topic, subscription) = (&options.topic, &options.subscription);
@@ -185,6 +188,7 @@ impl OrderedConsumer {
             resume: Arc::new(AtomicU64::new(next)),
             restarted: false,
             commit,
+            lease,
         };
         consumer.read_from(next).await?;
         Ok(consumer)
@@ -357,8 +361,7 @@ impl Consumer for OrderedConsumer {
             return;
         }
         self.stop_reading().await;
-        self.shared
-            .release(&self.commit.topic, &self.commit.subscription);
+        self.lease.release();
     }
 }
 
@@ -367,8 +370,6 @@ impl Drop for OrderedConsumer {
         if self.commit.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.shared
-            .release(&self.commit.topic, &self.commit.subscription);
         if let Some(reading) = self.reading.take() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move { reading.stop().await });

@@ -74,19 +74,43 @@ impl NsqReader {
         Ok(reader)
     }
 
+    /// A reader starting at a consume offset the server resolves (`timestamp:<secs>`: the
+    /// first message nsqd stored at or after that second).
+    pub(crate) async fn open_at_offset(
+        shared: Arc<Shared>,
+        topic: &str,
+        offset: ConsumeOffset,
+    ) -> Result<NsqReader> {
+        let partition = shared.partition().unwrap_or(0);
+        let mut reader = NsqReader {
+            shared,
+            topic: topic.to_string(),
+            topic_name: SharedStr::interned(topic),
+            channel: String::new(),
+            partition,
+            http: Vec::new(),
+            inner: None,
+            peeked: None,
+        };
+        reader.start(offset).await?;
+        Ok(reader)
+    }
+
     async fn start_at(&mut self, id: &MessageId, inclusive: bool) -> Result<()> {
         let offset = self
             .shared
             .admin
             .start_offset(&self.topic, self.partition, id, inclusive)
             .await?;
+        self.start(ConsumeOffset::VirtualQueue(offset)).await
+    }
+
+    async fn start(&mut self, offset: ConsumeOffset) -> Result<()> {
         self.stop().await;
         self.channel = channel_name();
-        let mut config = self.shared.consumer_config(
-            &self.topic,
-            &self.channel,
-            Some(ConsumeOffset::VirtualQueue(offset)),
-        );
+        let mut config = self
+            .shared
+            .consumer_config(&self.topic, &self.channel, Some(offset));
         let admin = &self.shared.admin;
         self.http = if admin.locates() {
             // Dial the partition's nsqd as if configured: the start is then in place when

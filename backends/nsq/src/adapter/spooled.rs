@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Message, MessageId};
+use msgstream::mq::{Acker, Consumer, ConsumerOptions, Delivery, Lease, Message, MessageId};
 use msgstream::msg::SharedStr;
 use msgstream::sync::lock;
 use msgstream::{Error, Result};
@@ -299,6 +299,10 @@ pub(crate) struct SpooledConsumer {
     reading: Option<Arc<NsqPush>>,
     pump: Option<tokio::task::JoinHandle<()>>,
     journal: Arc<Journal>,
+    /// This consumer's hold of the subscription, given back once its spool is released (by
+    /// `close`, or by the task a drop leaves behind), so a new consumer of the subscription in
+    /// this client never finds the spool locked.
+    lease: Option<Lease>,
 }
 
 impl SpooledConsumer {
@@ -308,6 +312,7 @@ impl SpooledConsumer {
         shared: Arc<Shared>,
         options: &ConsumerOptions,
         offset: Option<ConsumeOffset>,
+        lease: Lease,
     ) -> Result<SpooledConsumer> {
         let (topic, subscription) = (options.topic.clone(), options.subscription.clone());
         let (dir, sync) = (shared.config.spool_dir.clone(), shared.config.spool_sync);
@@ -335,6 +340,7 @@ impl SpooledConsumer {
             reading: Some(reading),
             pump: Some(pump),
             journal,
+            lease: Some(lease),
         })
     }
 
@@ -458,7 +464,7 @@ impl Consumer for SpooledConsumer {
         }
         self.journal.room.notify_one();
         SpooledConsumer::shut(self.reading.take(), self.pump.take(), self.journal.clone()).await;
-        self.shared.release(&self.topic, &self.subscription);
+        self.lease.take();
     }
 }
 
@@ -468,25 +474,22 @@ impl Drop for SpooledConsumer {
             return;
         }
         self.journal.room.notify_one();
-        let (reading, pump, journal) =
-            (self.reading.take(), self.pump.take(), self.journal.clone());
+        let (reading, pump, journal, lease) = (
+            self.reading.take(),
+            self.pump.take(),
+            self.journal.clone(),
+            self.lease.take(),
+        );
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                let (shared, topic, subscription) = (
-                    self.shared.clone(),
-                    self.topic.clone(),
-                    self.subscription.clone(),
-                );
-                // The slot is freed once the spool is released, so a new consumer of the
-                // subscription in this client never finds it locked.
                 runtime.spawn(async move {
                     SpooledConsumer::shut(reading, pump, journal).await;
-                    shared.release(&topic, &subscription);
+                    drop(lease);
                 });
             }
             Err(_) => {
                 lock(&journal.spool).take();
-                self.shared.release(&self.topic, &self.subscription);
+                drop(lease);
             }
         }
     }

@@ -10,8 +10,8 @@ use crate::codec::{self, ConsumeOffset};
 use crate::conn::{Conn, Event};
 use crate::consumer_config::{ConsumerConfig, SubscribeMode};
 use crate::error::{Error, Result};
-use crate::http;
 use crate::message::{Message, Origin, Shared, Source};
+use crate::offset::{self, OffsetSet};
 
 /// Everything one dial needs.
 pub(super) struct Dial {
@@ -120,27 +120,15 @@ impl Dial {
             addr: origin.addr.to_string(),
             what: "a consume offset needs the nsqd's HTTP address (lookupd or nsqd_http)".into(),
         })?;
-        let target = format!(
-            "/channel/setoffset?topic={}&channel={}&partition={partition}",
-            http::query_value(&self.config.topic),
-            http::query_value(&self.config.channel)
-        );
-        let body = offset.to_string();
-        let timeout = self.config.conn.read_timeout;
-        let (status, reply) =
-            http::request(http, "POST", &target, body.as_bytes(), timeout).await?;
-        if status == 404 && String::from_utf8_lossy(&reply).contains("CHANNEL_NOT_FOUND") {
-            return Ok(false);
-        }
-        if status != 200 {
-            return Err(Error::Protocol {
-                addr: http.clone(),
-                what: format!(
-                    "setoffset answered {status}: {}",
-                    String::from_utf8_lossy(&reply)
-                ),
-            });
-        }
-        Ok(true)
+        let set = offset::set_channel_offset(
+            http,
+            &self.config.topic,
+            &self.config.channel,
+            partition,
+            offset,
+            self.config.conn.read_timeout,
+        )
+        .await?;
+        Ok(set == OffsetSet::Moved)
     }
 }

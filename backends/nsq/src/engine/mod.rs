@@ -32,6 +32,8 @@ pub(crate) enum Command {
     SetMaxInFlight(u32),
     /// Start the graceful stop; the sender hears once CLS was written to every connection.
     Stop(Option<oneshot::Sender<()>>),
+    /// Move the channel of every subscribed partition to the offset (see `seek`).
+    Seek(codec::ConsumeOffset, oneshot::Sender<Result<()>>),
 }
 
 pub(crate) enum Ev {
@@ -344,6 +346,7 @@ impl Engine {
                     let _ = sent.send(());
                 }
             }
+            Ev::Command(Command::Seek(offset, answer)) => self.seek(offset, answer),
             Ev::Frame(origin, generation, event) => self.frame(origin, generation, event).await,
             Ev::Connected(origin, generation, result) => {
                 self.connecting.remove(&origin);
@@ -371,6 +374,22 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Sets the channel of every partition this consumer is subscribed to to `offset` on the
+    /// nsqd it reads it from, on a task of its own (the engine keeps serving meanwhile); the
+    /// fork moves the subscribed connections with the channel. Partitions are set one after
+    /// the other; the first failure ends it and is the answer.
+    fn seek(&self, offset: codec::ConsumeOffset, answer: oneshot::Sender<Result<()>>) {
+        let targets: Vec<(Origin, Option<String>)> = self
+            .links
+            .keys()
+            .map(|origin| (origin.clone(), self.http.get(origin).cloned()))
+            .collect();
+        let config = self.config.clone();
+        tokio::spawn(async move {
+            let _ = answer.send(seek_partitions(&config, targets, offset).await);
+        });
     }
 
     async fn frame(&mut self, origin: Origin, generation: u64, event: Event) {
@@ -440,6 +459,41 @@ impl Engine {
             }
         }
     }
+}
+
+/// See [`Engine::seek`].
+async fn seek_partitions(
+    config: &ConsumerConfig,
+    targets: Vec<(Origin, Option<String>)>,
+    offset: codec::ConsumeOffset,
+) -> Result<()> {
+    if targets.is_empty() {
+        return Err(crate::Error::NoServer(
+            "seek: the consumer has no subscribed connection".into(),
+        ));
+    }
+    for (origin, http) in targets {
+        let http = http.ok_or_else(|| crate::Error::Unsupported {
+            addr: origin.addr.to_string(),
+            what: "a consume offset needs the nsqd's HTTP address (lookupd or nsqd_http)".into(),
+        })?;
+        let set = crate::offset::set_channel_offset(
+            &http,
+            &config.topic,
+            &config.channel,
+            origin.partition.unwrap_or(0),
+            offset,
+            config.conn.read_timeout,
+        )
+        .await?;
+        if set == crate::OffsetSet::NoChannel {
+            return Err(crate::Error::Protocol {
+                addr: http,
+                what: format!("seek: no channel {} on a subscribed nsqd", config.channel),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -266,12 +266,15 @@ impl Nsqd {
             && matches!(offset, crate::commands::Offset::Latest)
             && !part.channels_start_at_end;
         let cursor = offset.index_in(part);
-        if !keep {
-            let owners = part.channel(&channel).reset(cursor);
-            store.release_in_flight(owners);
-        } else {
-            part.channel(&channel);
-        }
+        let existed = part.channels.contains_key(&channel);
+        part.channel(&channel);
+        let crate::store::Partition { log, channels, .. } = part;
+        let owners = match channels.get_mut(&channel) {
+            Some(c) if existed && !keep => c.rewind(cursor, log, std::time::Instant::now()),
+            Some(c) if !keep => c.reset(cursor),
+            _ => Vec::new(),
+        };
+        store.release_in_flight(owners);
         Response::text("")
     }
 

@@ -1,8 +1,10 @@
 //! A test nsqlookupd over several [`TestServer`]s. Over upstream servers it answers as
-//! nsqlookupd 1.3.0 ([`crate::lookupd_upstream`]); over servers with the extensions it serves
-//! `/ping`, `/lookup` (with the Youzan partition map) and `/topics`, replies wrapped in
-//! `{"status_code","status_txt","data"}` unless the client sends
-//! `Accept: application/vnd.nsq; version=1.0`, as older and Youzan lookupds do.
+//! nsqlookupd 1.3.0 ([`crate::lookupd_upstream`]); over servers with the extensions it answers
+//! as the Youzan lookupd without coordinator (transcript Y8): `/ping`, `/info`, `/lookup`
+//! (with the partition map; `access=w` lists only partitions that have a channel, Y8 138-140)
+//! and `/topics`, replies wrapped in `{"status_code","status_txt","data"}` unless the client
+//! sends `Accept: application/vnd.nsq; version=1.0`; topic create and delete need the
+//! coordinator (`500 MISSING_COORDINATOR`, Y8 141-144).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -69,12 +71,15 @@ impl Drop for TestLookupd {
 
 fn peer(shared: &Shared) -> Value {
     json!({
+        "id": shared.tcp_addr.to_string(),
         "remote_address": shared.tcp_addr.to_string(),
         "hostname": "testd",
         "broadcast_address": shared.tcp_addr.ip().to_string(),
         "tcp_port": shared.tcp_addr.port(),
         "http_port": shared.http_addr.port(),
         "version": shared.options.extensions.version(),
+        // The coordinator's node id; empty without one.
+        "distributed_id": "",
     })
 }
 
@@ -87,6 +92,13 @@ impl Handler for Lookup {
         let servers = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let data = match req.path.as_str() {
             "/ping" => return Response::text("OK"),
+            "/info" => json!({
+                "version": crate::Extensions::Partitions.version(),
+                "ha_support": false,
+            }),
+            "/topic/create" | "/topic/delete" => {
+                return Response::error(500, "MISSING_COORDINATOR")
+            }
             "/topics" => {
                 let mut names: Vec<String> = servers
                     .iter()
@@ -101,6 +113,7 @@ impl Handler for Lookup {
                     return Response::error(400, "MISSING_ARG_TOPIC");
                 };
                 let only: Option<u32> = req.query.get("partition").and_then(|p| p.parse().ok());
+                let write = req.query.get("access").is_some_and(|a| a == "w");
                 let mut producers = Vec::new();
                 let mut partitions = Map::new();
                 let mut channels = Vec::new();
@@ -115,6 +128,9 @@ impl Handler for Lookup {
                             continue;
                         }
                         channels.extend(part.channels.keys().cloned());
+                        if write && part.channels.is_empty() {
+                            continue;
+                        }
                         if shared.options.extensions.partitions() {
                             partitions.insert(pid.to_string(), peer(shared));
                         }

@@ -73,6 +73,9 @@ pub(crate) struct Channel {
     pub message_count: u64,
     pub requeue_count: u64,
     pub timeout_count: u64,
+    /// The log index of a message the fork had read ahead before a rewind and delivered
+    /// first after it: the cursor passes over it once (see [`Channel::rewind`]).
+    delivered_ahead: Option<usize>,
 }
 
 impl Channel {
@@ -87,8 +90,10 @@ impl Channel {
                 .iter()
                 .filter(|w| later(Some(w.ready_at)))
                 .count();
+        // A message read ahead before a rewind waits and is still ahead of the cursor: once.
+        let twice = usize::from(self.delivered_ahead.is_some_and(|i| i >= self.cursor));
         (
-            pending.len() + self.waiting.len() + self.queued.len() - deferred,
+            pending.len() + self.waiting.len() + self.queued.len() - deferred - twice,
             deferred,
         )
     }
@@ -118,9 +123,34 @@ impl Channel {
     #[must_use = "the owners' in-flight counts must be released"]
     pub fn reset(&mut self, cursor: usize) -> Vec<ClientId> {
         self.cursor = cursor;
+        self.delivered_ahead = None;
         self.waiting.clear();
         self.queued.clear();
         self.in_flight.drain().map(|(_, f)| f.client).collect()
+    }
+
+    /// `/channel/setoffset` on a channel that exists: [`Channel::reset`], except that the fork's
+    /// channel reader has already taken the first undelivered message off the queue when the
+    /// channel has a backlog; moved back to or before it, that message goes out first, and only
+    /// once (Y6 382-407: rewound to `y6-m2` with `y6-m6` and `y6-m7` undelivered, the consumer
+    /// got m6, m2, m3, m4, m5, m7). Moved past it, it is forgotten with everything else.
+    #[must_use = "the owners' in-flight counts must be released"]
+    pub fn rewind(&mut self, cursor: usize, log: &[Stored], now: Instant) -> Vec<ClientId> {
+        let ahead = log
+            .get(self.cursor)
+            .filter(|m| m.visible_at.is_none_or(|at| at <= now))
+            .map(|_| self.cursor)
+            .filter(|ahead| cursor <= *ahead);
+        let owners = self.reset(cursor);
+        if let Some(index) = ahead {
+            self.waiting.push(Waiting {
+                index,
+                attempts: 0,
+                ready_at: now,
+            });
+            self.delivered_ahead = Some(index);
+        }
+        owners
     }
 
     /// Puts what `client` holds in flight back to be delivered again at once, with the
@@ -524,6 +554,10 @@ fn next_message(log: &[Stored], channel: &mut Channel, now: Instant) -> Option<(
         let stored = log.get(channel.cursor)?;
         let index = channel.cursor;
         channel.cursor += 1;
+        if channel.delivered_ahead == Some(index) {
+            channel.delivered_ahead = None;
+            continue;
+        }
         match stored.visible_at {
             Some(at) if at > now => channel.defer(index, at),
             _ => return Some((index, 1)),

@@ -1,7 +1,9 @@
 //! TCP frames: splitting a byte stream into frames, rendering them as the transcripts do, and
 //! comparing a recorded frame with a replayed one byte for byte except the values that vary
 //! run to run (message timestamps always; message ids when [`Labels::varying_ids`] is set),
-//! which are compared by consistent labels. Pure.
+//! which are compared by consistent labels, and the recorder's wall-clock times in client
+//! commands (`timestamp:<unix s>` consume offsets), which are moved by the difference between
+//! the recording's clock and this run's. Pure.
 
 use std::collections::HashMap;
 
@@ -64,18 +66,55 @@ pub struct Labels {
     pub ids: Pairing,
     /// Recorded message timestamp ↔ replayed timestamp.
     pub timestamps: Pairing,
+    /// This run's clock minus the recording's, in ns, from the first message timestamp paired.
+    pub clock_shift: Option<i64>,
 }
 
 impl Labels {
     /// A client command with recorded message ids replaced by their replayed counterparts
     /// (`FIN <id>` must name the id the server handed out in this run).
     pub fn outgoing(&self, recorded: &[u8]) -> Vec<u8> {
+        let shifted = self.shift_times(recorded);
         if !self.varying_ids {
-            return recorded.to_vec();
+            return shifted;
         }
         self.ids
             .pairs()
-            .fold(recorded.to_vec(), |bytes, (r, a)| replace(&bytes, r, a))
+            .fold(shifted, |bytes, (r, a)| replace(&bytes, r, a))
+    }
+
+    /// A request with every `timestamp:<unix s>` the recorder computed from its clock (a time
+    /// between two of its messages, an hour after now) moved to the same place on this run's
+    /// clock, so that it names the same messages. Values below [`WALL_CLOCK`] are positions
+    /// (`timestamp:0` = the beginning, `-1` an error) and stay as recorded, as does everything
+    /// before the first message paired a timestamp.
+    pub fn shift_times(&self, recorded: &[u8]) -> Vec<u8> {
+        let Some(shift) = self.clock_shift else {
+            return recorded.to_vec();
+        };
+        let shift_secs = (shift as f64 / 1e9).round() as i64;
+        let mut out = Vec::with_capacity(recorded.len());
+        let mut rest = recorded;
+        while let Some(at) = find(rest, TIMESTAMP) {
+            let digits_from = at + TIMESTAMP.len();
+            let digits = rest[digits_from..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            out.extend_from_slice(&rest[..digits_from]);
+            let number = std::str::from_utf8(&rest[digits_from..digits_from + digits])
+                .ok()
+                .and_then(|d| d.parse::<i64>().ok());
+            match number {
+                Some(secs) if secs >= WALL_CLOCK => {
+                    out.extend_from_slice((secs + shift_secs).to_string().as_bytes())
+                }
+                _ => out.extend_from_slice(&rest[digits_from..digits_from + digits]),
+            }
+            rest = &rest[digits_from + digits..];
+        }
+        out.extend_from_slice(rest);
+        out
     }
 
     /// Compares a recorded frame with a replayed one; on a difference, says what differs.
@@ -109,6 +148,10 @@ impl Labels {
         }
         self.timestamps
             .bind("timestamp", &expected[..8], &actual[..8])?;
+        if self.clock_shift.is_none() {
+            let nanos = |b: &[u8]| i64::from_be_bytes(b.try_into().unwrap_or_default());
+            self.clock_shift = Some(nanos(&actual[..8]) - nanos(&expected[..8]));
+        }
         if self.varying_ids {
             self.ids
                 .bind("message id", &expected[10..26], &actual[10..26])
@@ -118,6 +161,16 @@ impl Labels {
             Ok(())
         }
     }
+}
+
+/// The consume-offset token whose value is a time (Youzan `timestamp:<unix s>`).
+const TIMESTAMP: &[u8] = b"timestamp:";
+
+/// The smallest `timestamp:` value read as a time on the recorder's clock (2001-09-09).
+const WALL_CLOCK: i64 = 1_000_000_000;
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// `[u32 size][u32 type][data]` → `(type, data)`, if whole.
@@ -295,6 +348,35 @@ mod tests {
             b"E_FIN_FAILED FIN 0000000000000001 failed ID not in flight",
         );
         assert!(labels.compare(&recorded, &replayed).is_ok());
+    }
+
+    #[test]
+    fn recorded_wall_clock_offsets_move_with_the_clock_difference() {
+        let mut labels = Labels::default();
+        let id = [7u8; 16];
+        assert_eq!(
+            labels.outgoing(b"timestamp:1796405529"),
+            b"timestamp:1796405529",
+            "no message paired yet: as recorded"
+        );
+        let recorded = 1_796_405_526_089_729_800;
+        let replayed = recorded + 20_900_400_000_000;
+        labels
+            .compare(
+                &message(recorded, 1, &id, b"x"),
+                &message(replayed, 1, &id, b"x"),
+            )
+            .expect("valid");
+        assert_eq!(
+            labels.outgoing(b"timestamp:1796405529"),
+            b"timestamp:1796426429"
+        );
+        assert_eq!(labels.outgoing(b"timestamp:0"), b"timestamp:0");
+        assert_eq!(labels.outgoing(b"timestamp:-1"), b"timestamp:-1");
+        assert_eq!(
+            labels.outgoing(b"SUB_ADVANCED t c 0 timestamp:1796405529\n"),
+            b"SUB_ADVANCED t c 0 timestamp:1796426429\n"
+        );
     }
 
     #[test]

@@ -65,8 +65,10 @@ pub struct Replay {
     endpoints: HashMap<String, SocketAddr>,
     skip: BTreeMap<u32, String>,
     stop_after: Option<u32>,
+    start_after: Option<u32>,
     varying_ids: bool,
     early_fraction: f64,
+    nested: Option<(u32, Box<Replay>)>,
 }
 
 impl Replay {
@@ -77,8 +79,10 @@ impl Replay {
             endpoints: HashMap::new(),
             skip: BTreeMap::new(),
             stop_after: None,
+            start_after: None,
             varying_ids: name.starts_with("upstream-"),
             early_fraction: 0.5,
+            nested: None,
         }
     }
 
@@ -100,6 +104,21 @@ impl Replay {
     /// Replays only the steps up to and including `step` (a prefix that sets up state).
     pub fn stop_after(mut self, step: u32) -> Replay {
         self.stop_after = Some(step);
+        self
+    }
+
+    /// Replays only the steps after `step` (the rest of a flow the recorder split in two,
+    /// whose first part a [`Replay::stop_after`] replayed earlier on the same servers).
+    pub fn start_after(mut self, step: u32) -> Replay {
+        self.start_after = Some(step);
+        self
+    }
+
+    /// Replays `inner` whole right after `step`, while this replay's connections stay open
+    /// (the recorder ran one flow inside another: U5 while U3's consumer was connected). The
+    /// steps after `step` keep their recorded distances from the end of `inner`.
+    pub fn nested(mut self, step: u32, inner: Replay) -> Replay {
+        self.nested = Some((step, Box::new(inner)));
         self
     }
 
@@ -125,6 +144,10 @@ impl Replay {
 
     /// Replays the transcript; the first difference ends it.
     pub async fn run(&self) -> Result<Summary, Mismatch> {
+        Box::pin(self.run_file()).await
+    }
+
+    async fn run_file(&self) -> Result<Summary, Mismatch> {
         let unreadable = |detail: String| Mismatch {
             file: self.file.clone(),
             step: 0,
@@ -143,8 +166,12 @@ impl Replay {
     /// Replays the transcript and panics with the mismatch report on the first difference;
     /// says on stderr what was skipped and why.
     pub async fn check(&self) -> Summary {
-        for (step, reason) in &self.skip {
-            eprintln!("{}: step {step} skipped: {reason}", self.file);
+        let mut replay = Some(self);
+        while let Some(r) = replay {
+            for (step, reason) in &r.skip {
+                eprintln!("{}: step {step} skipped: {reason}", r.file);
+            }
+            replay = r.nested.as_ref().map(|(_, inner)| inner.as_ref());
         }
         match self.run().await {
             Ok(summary) => {

@@ -87,6 +87,9 @@ pub(super) async fn run(replay: &Replay, steps: Vec<Step>) -> Result<Summary, Mi
         if replay.stop_after.is_some_and(|last| step.step > last) {
             break;
         }
+        if replay.start_after.is_some_and(|first| step.step <= first) {
+            continue;
+        }
         if replay.skip.contains_key(&step.step) {
             summary.skipped += 1;
             continue;
@@ -105,6 +108,12 @@ pub(super) async fn run(replay: &Replay, steps: Vec<Step>) -> Result<Summary, Mi
         })?;
         if !step.is_client_action() {
             summary.checked += 1;
+        }
+        if let Some((_, inner)) = replay.nested.as_ref().filter(|(at, _)| *at == step.step) {
+            let nested = inner.run().await?;
+            summary.checked += nested.checked;
+            summary.skipped += nested.skipped;
+            run.anchor.0 = Instant::now();
         }
     }
     summary.elapsed = started.elapsed();
@@ -187,7 +196,8 @@ impl Run<'_> {
                 body,
             } => {
                 let addr = self.endpoint(target)?;
-                let call = http_client::request(addr, method, path, headers, body);
+                let body = self.labels.shift_times(body);
+                let call = http_client::request(addr, method, path, headers, &body);
                 let answer = match tokio::time::timeout(HTTP_WAIT, call).await {
                     Ok(Ok(answer)) => answer,
                     Ok(Err(e)) => return fail("HTTP request failed", e.to_string()),
