@@ -6,6 +6,8 @@
 //! [stream]
 //! buffer = 1024                  # queue capacity per channel, in messages (1 ..= 1048576)
 //! retry_attempts = 5             # attempts when creating producers and consumers
+//! timestamps = "opaque"          # opaque | hybrid (Milvus: physical_ms << 18 | logical)
+//! clock_slack_ms = 1000          # hybrid: how far their clock may run ahead of a broker's
 //!
 //! [rocksmq]
 //! path = "./data/rocksmq"
@@ -119,6 +121,13 @@ pub struct StreamSection {
     pub buffer: usize,
     /// Attempts (the first included) when creating producers and consumers.
     pub retry_attempts: usize,
+    /// What message timestamps are: `opaque` numbers (the default), or Milvus `hybrid`
+    /// timestamps (`physical_ms << 18 | logical`). Hybrid lets brokers that index their own
+    /// clock seek by time (RocketMQ) and lets the CLI take dates (`consume --from-time`).
+    pub timestamps: TimestampKind,
+    /// With hybrid timestamps: how far the clock they come from may run ahead of a broker's
+    /// clock, ms. A broker's time search starts this much earlier, then reads forward.
+    pub clock_slack_ms: u64,
 }
 
 impl Default for StreamSection {
@@ -126,6 +135,34 @@ impl Default for StreamSection {
         StreamSection {
             buffer: 1024,
             retry_attempts: 5,
+            timestamps: TimestampKind::Opaque,
+            clock_slack_ms: DEFAULT_CLOCK_SLACK_MS,
+        }
+    }
+}
+
+/// The default `[stream] clock_slack_ms`: a second, well above what NTP keeps clocks apart.
+pub const DEFAULT_CLOCK_SLACK_MS: u64 = 1000;
+
+/// `[stream] timestamps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimestampKind {
+    /// Opaque numbers: nothing relates them to a clock.
+    #[default]
+    Opaque,
+    /// Milvus hybrid timestamps.
+    Hybrid,
+}
+
+impl StreamSection {
+    /// The timestamps setting as the mq layer takes it.
+    pub fn timestamps(&self) -> msgstream::mq::Timestamps {
+        match self.timestamps {
+            TimestampKind::Opaque => msgstream::mq::Timestamps::Opaque,
+            TimestampKind::Hybrid => msgstream::mq::Timestamps::Hybrid {
+                clock_slack_ms: self.clock_slack_ms,
+            },
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use msgstream::mq::Client;
+use msgstream::mq::{Client, Timestamps};
 use msgstream::retry::RetryPolicy;
 use msgstream::stream::{MsgStream, StreamOptions};
 use msgstream::tt::TtMsgStream;
@@ -16,6 +16,7 @@ pub struct Factory {
     backend: BackendKind,
     client: Arc<dyn Client>,
     options: StreamOptions,
+    timestamps: Timestamps,
 }
 
 impl Factory {
@@ -32,6 +33,7 @@ impl Factory {
             backend: config.backend,
             client,
             options,
+            timestamps: config.stream.timestamps(),
         })
     }
 
@@ -43,6 +45,12 @@ impl Factory {
     /// The mq-layer client, for what the streams do not cover (listing topics, raw producers).
     pub fn client(&self) -> Arc<dyn Client> {
         self.client.clone()
+    }
+
+    /// What message timestamps are, as `[stream] timestamps` says (opaque, or hybrid with
+    /// the configured clock slack).
+    pub fn timestamps(&self) -> Timestamps {
+        self.timestamps
     }
 
     /// The stream options every stream of this factory gets.
@@ -90,7 +98,8 @@ async fn open_rocksmq(_config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(feature = "rocketmq")]
 async fn open_rocketmq(config: &Config) -> Result<Arc<dyn Client>> {
-    let options = config.rocketmq.clone();
+    let mut options = config.rocketmq.clone();
+    options.timestamps = config.stream.timestamps();
     Ok(Arc::new(
         msgstream_rocketmq::RocketMqClient::connect(options).await?,
     ))
@@ -103,7 +112,12 @@ async fn open_rocketmq(_config: &Config) -> Result<Arc<dyn Client>> {
 
 #[cfg(feature = "nsq")]
 async fn open_nsq(config: &Config) -> Result<Arc<dyn Client>> {
-    let options = config.nsq.clone();
+    let mut options = config.nsq.clone();
+    // `[stream] timestamps = "hybrid"` says it for every backend; `[nsq]
+    // hybrid_clock_slack_ms`, where set, is the nsq section's own slack.
+    if let msgstream::mq::Timestamps::Hybrid { clock_slack_ms } = config.stream.timestamps() {
+        options.hybrid_clock_slack_ms.get_or_insert(clock_slack_ms);
+    }
     Ok(Arc::new(msgstream_nsq::NsqClient::connect(options).await?))
 }
 

@@ -38,6 +38,10 @@ fn bound(
     }
 }
 
+/// Largest `[stream] clock_slack_ms`: a day. A slack that large makes every time search read a
+/// day of messages; more is a mistake, not a wish.
+const MAX_CLOCK_SLACK_MS: u64 = 24 * 60 * 60 * 1000;
+
 /// Every numeric setting of `config` with its range (a backend compiled out keeps its section
 /// as the raw table written, unchecked).
 fn bounds(config: &Config) -> Vec<Bound> {
@@ -57,6 +61,13 @@ fn bounds(config: &Config) -> Vec<Bound> {
             1,
             100,
             "attempts, the first included",
+        ),
+        bound(
+            "[stream] clock_slack_ms",
+            stream.clock_slack_ms,
+            0,
+            MAX_CLOCK_SLACK_MS,
+            "ms",
         ),
     ];
     #[cfg(feature = "rocksmq")]

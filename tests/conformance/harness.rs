@@ -6,6 +6,8 @@
 //! `MSGSTREAM_NSQ_CLUSTER`, see [`nsq_server`] and [`nsq_cluster_server`]).
 
 use msgstream::testkit::Harness;
+#[cfg(any(feature = "rocketmq", feature = "nsq"))]
+use msgstream_facade::config::TimestampKind;
 use msgstream_facade::{BackendKind, Config, Factory};
 
 async fn from_config(config: Config, keep: impl std::any::Any + Send + Sync) -> Harness {
@@ -48,6 +50,10 @@ pub async fn rocketmq() -> Harness {
     };
     config.rocketmq.name_servers = vec![cluster.namesrv.clone()];
     config.rocketmq.persist_interval_ms = 200;
+    // The checks take hybrid timestamps from this machine's clock, the brokers' clock too: no
+    // slack, so the broker's search by store time is what finds each answer.
+    config.stream.timestamps = TimestampKind::Hybrid;
+    config.stream.clock_slack_ms = 0;
     from_config(config, ()).await
 }
 
@@ -268,6 +274,10 @@ pub async fn nsq_cluster() -> Harness {
     config.nsq.cluster = true;
     config.nsq.partitions = 2;
     config.nsq.partition = 1;
+    // Hybrid timestamps from this machine's clock, which the test cluster's nsqds share: the
+    // seek-by-time checks run through the cluster's `timestamp:` offsets.
+    config.stream.timestamps = TimestampKind::Hybrid;
+    config.stream.clock_slack_ms = 0;
     let spool = tempfile::tempdir().expect("tempdir");
     config.nsq.spool_dir = spool.path().to_path_buf();
     from_config(config, (server, spool)).await

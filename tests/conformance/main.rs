@@ -15,6 +15,7 @@ mod cli_input_limits;
 mod cli_logs;
 mod cli_migrate;
 mod cli_migrate_input;
+mod cli_time;
 mod cli_undelivered;
 mod harness;
 mod migrate;

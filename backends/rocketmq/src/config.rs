@@ -1,5 +1,6 @@
 //! [`RocketMqConfig`]: what the facade's config file sets for this backend.
 
+use msgstream::mq::Timestamps;
 use serde::Deserialize;
 
 /// RocketMQ's default `maxMessageSize` (brokers and the Java client): 4 MiB.
@@ -35,6 +36,12 @@ pub struct RocketMqConfig {
     pub compress_over_bytes: usize,
     /// Largest message body sent or accepted (decompressed), bytes.
     pub max_message_bytes: usize,
+    /// What message timestamps are: with [`Timestamps::Hybrid`], time searches use the
+    /// broker's index of store times (see the crate README, "Seeking by time"); otherwise they
+    /// are `Unsupported`. Not a key of `[rocketmq]`: the facade sets it from `[stream]
+    /// timestamps` and `clock_slack_ms`, which every backend shares.
+    #[serde(skip)]
+    pub timestamps: Timestamps,
 }
 
 impl Default for RocketMqConfig {
@@ -49,6 +56,7 @@ impl Default for RocketMqConfig {
             compress_over_bytes: DEFAULT_COMPRESS_OVER_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             connection: ConnectionConfig::default(),
+            timestamps: Timestamps::Opaque,
         }
     }
 }

@@ -30,10 +30,14 @@ pub(super) struct Topic {
 }
 
 impl Topic {
-    /// Appends one message, keeping [`Topic::high_water`] beside the log.
-    pub fn push(&mut self, message: Stored) {
+    /// Appends one message, keeping [`Topic::high_water`] beside the log. `timestamp` is the
+    /// producer's ([`crate::mq::ProducerMessage::timestamp`], which the streams set); without
+    /// one the payload is decoded for it, so the index stays exact for raw producers too.
+    pub fn push(&mut self, message: Stored, timestamp: Option<u64>) {
         let before = self.high_water.last().copied().unwrap_or(0);
-        let timestamp = crate::mq::message_timestamp(&message.payload).unwrap_or(0);
+        let timestamp = timestamp
+            .or_else(|| crate::mq::message_timestamp(&message.payload))
+            .unwrap_or(0);
         self.high_water.push(before.max(timestamp));
         self.log.push(message);
     }

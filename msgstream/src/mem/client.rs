@@ -247,10 +247,11 @@ impl Producer for MemoryProducer {
                 .map(MessageId::from_u64)
                 .collect();
             for m in messages {
-                t.push(Stored {
+                let stored = Stored {
                     payload: m.payload,
                     properties: m.properties,
-                });
+                };
+                t.push(stored, m.timestamp);
             }
             t.notify.notify_waiters();
             Ok(ids)

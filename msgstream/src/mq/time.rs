@@ -191,6 +191,41 @@ mod tests {
         assert_eq!(hybrid.broker_search_ms(5), Some(0));
     }
 
+    /// The memory backend indexes what raw producers send too (no timestamp given: it reads
+    /// the payload's), and the answer is the first message in channel order at or after the
+    /// time, not the smallest timestamp above it.
+    #[tokio::test]
+    async fn raw_messages_are_found_by_their_payload_timestamp() {
+        use crate::mq::{Client, ProducerMessage};
+        let client = crate::mem::MemoryClient::new();
+        let producer = client.create_producer("t").await.expect("producer");
+        for ts in [5, 3, 9, 7, 12] {
+            let payload = crate::msg::TsMsg::time_tick(ts).encode();
+            producer
+                .send(ProducerMessage::new(payload))
+                .await
+                .expect("send");
+        }
+        let bound = client.time_lower_bound("t", 8).await.expect("bound");
+        assert_eq!(bound, MessageId::from_u64(2));
+        let at = client.message_id_at_time("t", 6).await.expect("at");
+        assert_eq!(
+            at,
+            TimePosition {
+                id: MessageId::from_u64(2),
+                inclusive: true
+            }
+        );
+        let after = client.message_id_at_time("t", 13).await.expect("after");
+        assert_eq!(
+            after,
+            TimePosition {
+                id: MessageId::from_u64(4),
+                inclusive: false
+            }
+        );
+    }
+
     #[test]
     fn a_payload_that_is_no_message_has_no_timestamp() {
         let tick = crate::msg::TsMsg::time_tick(42).encode();

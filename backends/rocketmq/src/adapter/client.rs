@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use msgstream::mq::{
-    Capabilities, Client, Consumer, ConsumerOptions, Leases, MessageId, Producer, Reader,
-    ReaderOptions, SubscriptionInfo,
+    Capabilities, Client, Consumer, ConsumerOptions, InitialPosition, Leases, MessageId, Producer,
+    Reader, ReaderOptions, SubscriptionInfo, Timestamps,
 };
 use msgstream::sync::lock;
 use msgstream::{Error, Result};
@@ -191,8 +191,17 @@ impl Client for RocketMqClient {
 
     async fn subscribe(&self, options: ConsumerOptions) -> Result<Box<dyn Consumer>> {
         self.shared.check_open()?;
+        // Where a new subscription at a time starts, searched before it exists (an existing
+        // subscription ignores it and resumes from its committed offset).
+        let at_time = match options.initial_position {
+            InitialPosition::Timestamp(timestamp) => {
+                let at = self.message_id_at_time(&options.topic, timestamp).await?;
+                Some(offset_of(&at.id)? + i64::from(!at.inclusive))
+            }
+            _ => None,
+        };
         Ok(Box::new(
-            RocketMqConsumer::open(self.shared.clone(), options).await?,
+            RocketMqConsumer::open(self.shared.clone(), options, at_time).await?,
         ))
     }
 
@@ -215,8 +224,30 @@ impl Client for RocketMqClient {
 
     fn capabilities(&self) -> Capabilities {
         let mut caps = Capabilities::ALL;
-        caps.seek_time = false;
+        caps.seek_time = matches!(self.shared.config.timestamps, Timestamps::Hybrid { .. });
         caps
+    }
+
+    /// The queue offset of the first message the broker stored at or after the time's
+    /// physical part less the clock slack (`SEARCH_OFFSET_BY_TIMESTAMP`, see
+    /// [`Timestamps::broker_search_ms`] for why that is a lower bound); the max offset when it
+    /// stored none since. `Unsupported` unless timestamps are hybrid.
+    async fn time_lower_bound(&self, topic: &str, timestamp: u64) -> Result<MessageId> {
+        self.shared.check_open()?;
+        let Some(search_ms) = self.shared.config.timestamps.broker_search_ms(timestamp) else {
+            return Err(Error::Unsupported {
+                backend: BACKEND,
+                what: "seeking by time (needs [stream] timestamps = \"hybrid\")",
+            });
+        };
+        let queue = self
+            .shared
+            .ensure_topic(&broker_name("topic", topic)?)
+            .await?;
+        let search_ms = i64::try_from(search_ms).unwrap_or(i64::MAX);
+        let offset = self.shared.admin.search_offset(&queue, search_ms).await?;
+        let min = self.shared.admin.min_offset(&queue).await?;
+        Ok(super::id_of(offset.max(min)))
     }
 
     async fn delete_subscription(&self, topic: &str, subscription: &str) -> Result<()> {

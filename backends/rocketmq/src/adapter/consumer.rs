@@ -135,7 +135,13 @@ fn seek_not_made(offset: i64, cause: crate::Error) -> Error {
 }
 
 impl RocketMqConsumer {
-    pub(crate) async fn open(shared: Arc<Shared>, options: ConsumerOptions) -> Result<Self> {
+    /// A consumer of `options`; a new subscription at `InitialPosition::Timestamp` starts at
+    /// `at_time`, the offset the client searched for it.
+    pub(crate) async fn open(
+        shared: Arc<Shared>,
+        options: ConsumerOptions,
+        at_time: Option<i64>,
+    ) -> Result<Self> {
         let topic = broker_name("topic", &options.topic)?;
         let group = shared.group(&topic, &options.subscription)?;
         let lease = shared.leases.take(&options.topic, &options.subscription)?;
@@ -153,12 +159,11 @@ impl RocketMqConsumer {
                 let start = match options.initial_position {
                     InitialPosition::Earliest => admin.min_offset(&queue).await?,
                     InitialPosition::Latest => shared.max_offset(&queue).await?,
-                    InitialPosition::Timestamp(_) => {
-                        return Err(Error::Unsupported {
-                            backend: BACKEND,
-                            what: "seeking by time",
-                        })
-                    }
+                    InitialPosition::Timestamp(_) => at_time.ok_or_else(|| {
+                        Error::InvalidArgument(
+                            "a subscription at a time starts at the offset searched for it".into(),
+                        )
+                    })?,
                 };
                 admin.create_group(&wrapped_group).await?;
                 admin

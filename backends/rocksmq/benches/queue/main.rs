@@ -50,8 +50,11 @@
 //! `GLIBC_TUNABLES` set by the caller (`GLIBC_TUNABLES= valgrind --tool=callgrind …`), so
 //! that the bench runs in the process it watches.
 //!
+//! - seek_time: searching a channel of 10,000,000 messages by time, against reading one index
+//!   block of 256 messages (`case=seek_time`, see `seek_time.rs`).
+//!
 //! `MSGSTREAM_BENCH_CASES=consume,latency` runs only the named kinds of case (`produce`,
-//! `consume`, `latency`, `tt`, `durable`, `open`), e.g. for profiling one; `MSGSTREAM_BENCH_PAYLOADS`
+//! `consume`, `latency`, `tt`, `durable`, `open`, `seek_time`), e.g. for profiling one; `MSGSTREAM_BENCH_PAYLOADS`
 //! and `MSGSTREAM_BENCH_BATCHES` (comma-separated numbers) narrow the produce and consume cases,
 //! `MSGSTREAM_BENCH_TT_CHANNELS` the tt case.
 
@@ -61,6 +64,7 @@ mod latency;
 mod open;
 mod open_big;
 mod rss;
+mod seek_time;
 mod throughput;
 mod tt;
 
@@ -228,6 +232,9 @@ fn main() {
     }
     if wanted("durable") {
         durable::durable_cases(&runtime, &scale, &mut summary);
+    }
+    if wanted("seek_time") {
+        seek_time::seek_time_case(&runtime, &mut summary);
     }
     if wanted("open") {
         open::open_cases(&runtime, &scale, &mut summary);

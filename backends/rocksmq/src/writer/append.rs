@@ -42,6 +42,8 @@ pub(super) struct Appender<'a, 'db> {
     db: &'a Db<'db>,
     batch: rocksdb::WriteBatch,
     messages_cf: &'a rocksdb::ColumnFamily,
+    /// Looked up once: every append writes a time index mark into it.
+    meta_cf: &'a rocksdb::ColumnFamily,
     page_size: u64,
 }
 
@@ -52,6 +54,7 @@ impl<'a, 'db> Appender<'a, 'db> {
             db,
             batch: rocksdb::WriteBatch::with_capacity_bytes(capacity),
             messages_cf: db.cf(CF_MESSAGES)?,
+            meta_cf: db.cf(CF_META)?,
             page_size,
         })
     }
@@ -96,9 +99,9 @@ impl<'a, 'db> Appender<'a, 'db> {
         }
         if let Some(mark) = page_mark(before, *tail) {
             self.batch
-                .put_cf(self.db.cf(CF_META)?, page_mark_key(topic.id), mark.encode());
+                .put_cf(self.meta_cf, page_mark_key(topic.id), mark.encode());
         }
-        self.index_times(topic, before.next_id, tail, messages)?;
+        self.index_times(topic, before.next_id, tail, messages);
         Ok(before.next_id..tail.next_id)
     }
 
@@ -111,11 +114,11 @@ impl<'a, 'db> Appender<'a, 'db> {
         first_id: u64,
         tail: &mut Tail,
         messages: &[ProducerMessage],
-    ) -> Result<()> {
+    ) {
         if messages.is_empty() {
-            return Ok(());
+            return;
         }
-        let meta = self.db.cf(CF_META)?;
+        let meta = self.meta_cf;
         if tail.time_from == time_index::NOT_STARTED {
             tail.time_from = first_id;
             self.batch
@@ -127,7 +130,6 @@ impl<'a, 'db> Appender<'a, 'db> {
             time_index::append_marks(first_id, tail.time_high, stamps, |block, mark| {
                 batch.put_cf(meta, time_mark_key(topic.id, block), mark.to_be_bytes());
             });
-        Ok(())
     }
 
     /// Writes the batch with the write options of the appender's `Db`. `Ok(false)`: RocksDB

@@ -20,6 +20,7 @@ use msgstream_facade::{positions as positions_file, Factory};
 use crate::metrics::{self, Telemetry};
 use crate::signals::Stop;
 
+mod from_time;
 mod show;
 
 /// Where a consumer starts.
@@ -45,8 +46,13 @@ pub struct ConsumeArgs {
     #[arg(long, value_enum, default_value = "earliest")]
     from: From,
     /// Resume from a positions file (as written by --save-positions).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "from_time")]
     from_positions: Option<PathBuf>,
+    /// Start at a time: the first message stamped at or after it (with --tt: exactly the packs
+    /// after the last timetick before it). A timestamp (a number), or with `[stream]
+    /// timestamps = "hybrid"` a date such as 2026-12-04T17:00:00Z.
+    #[arg(long, value_name = "TS")]
+    from_time: Option<String>,
     /// Write the positions to resume from when stopping (left as it was if nothing arrived).
     #[arg(long, value_name = "FILE")]
     save_positions: Option<PathBuf>,
@@ -81,6 +87,10 @@ impl Either {
             From::Earliest => InitialPosition::Earliest,
             From::Latest => InitialPosition::Latest,
         };
+        let from_time = match &args.from_time {
+            Some(text) => Some(from_time::parse(text, factory.timestamps()).map_err(Error::Usage)?),
+            None => None,
+        };
         let options = factory.stream_options().clone().with_auto_commit(false);
         let client = factory.client();
         Ok(if args.tt {
@@ -89,12 +99,18 @@ impl Either {
             if let Some(file) = &args.from_positions {
                 s.seek(&positions_file::load(file)?).await?;
             }
+            if let Some(timestamp) = from_time {
+                s.seek_to_time(timestamp).await?;
+            }
             Either::Tt(s)
         } else {
             let mut s = MsgStream::new(client, options);
             s.as_consumer(&refs, &args.subscription, initial).await?;
             if let Some(file) = &args.from_positions {
                 s.seek(&positions_file::load(file)?).await?;
+            }
+            if let Some(timestamp) = from_time {
+                s.seek_to_time(timestamp).await?;
             }
             Either::Plain(s)
         })
@@ -302,6 +318,7 @@ mod tests {
             tt: false,
             from: From::Earliest,
             from_positions: None,
+            from_time: None,
             save_positions: Some(saved.clone()),
             max_packs: None,
             count: None,
