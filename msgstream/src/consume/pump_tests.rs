@@ -4,7 +4,8 @@
 use super::*;
 use crate::consume::queue::queue;
 use crate::mem::MemoryClient;
-use crate::mq::{ConsumerOptions, Delivery};
+use crate::mq::{ConsumerOptions, Delivery, Message, Properties};
+use crate::msg::TsMsg;
 use crate::tt::runs::{LongRuns, LONG_RUN};
 
 /// An insert at `ts` (`tick`: a timetick at `ts`) as a received message with id `ts`.
