@@ -24,27 +24,37 @@ mod rocketmq {
     msgstream::contract_tests!(crate::harness::rocketmq);
 }
 
+/// The checks of a server that gives a *new* channel only what is published after it exists
+/// (upstream nsqd, a standalone Youzan nsqd): every check but the three that need a new
+/// subscription to see earlier messages, which each such mode excludes with its own reason.
+#[cfg(feature = "nsq")]
+macro_rules! checks_without_backlog_for_new_channels {
+    ($harness:path; $($except:tt)*) => {
+        msgstream::contract_tests!(@each $harness;
+            produce_consume_in_order, ack_and_redelivery, staged_acks, seek_inclusive_and_exclusive,
+            readers,
+            latest_message_id, bad_inputs, plain_stream_two_channels, marks_and_broadcast,
+            plain_seek_to_stored_position, plain_latest_subscription, stream_bad_inputs,
+            trace_context_round_trip, tt_issue_sequence_and_replays, tt_different_tick_timestamps,
+            tt_three_channels_aligned, tt_replay_determinism, tt_replay_determinism_long_runs,
+            tt_reports_garbage,
+            exclusive_subscriptions, delete_subscription_and_topic, seek_outside_the_channel,
+            repeated_channel_names,
+            plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
+            tt_late_message_in_a_long_run,
+            stream_interface_extras, plain_positions_carry_begin_ts,
+            seek_failing_after_the_consumer_moved, seek_time_plain, seek_time_tt;
+        except $($except)*
+        );
+    };
+}
+
 /// A standalone Youzan nsqd: no consume offsets (it refuses `virtual_queue:`, transcript Y8),
-/// so seek, readers and latest id are asserted `Unsupported` by the checks, and the three
-/// checks that need a *new* subscription to see earlier messages are excluded: as upstream
-/// nsqd, it gives them only to a topic's first channel (Y8 63).
+/// so seek, readers and latest id are asserted `Unsupported` by the checks; as upstream nsqd,
+/// it gives earlier messages only to a topic's first channel (Y8 63).
 #[cfg(feature = "nsq")]
 mod nsq_partitions {
-    msgstream::contract_tests!(@each crate::harness::nsq_partitions;
-        produce_consume_in_order, ack_and_redelivery, staged_acks, seek_inclusive_and_exclusive,
-        readers,
-        latest_message_id, bad_inputs, plain_stream_two_channels, marks_and_broadcast,
-        plain_seek_to_stored_position, plain_latest_subscription, stream_bad_inputs,
-        trace_context_round_trip, tt_issue_sequence_and_replays, tt_different_tick_timestamps,
-        tt_three_channels_aligned, tt_replay_determinism, tt_replay_determinism_long_runs,
-        tt_reports_garbage,
-        exclusive_subscriptions, delete_subscription_and_topic, seek_outside_the_channel,
-        repeated_channel_names,
-        plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
-        tt_late_message_in_a_long_run,
-        stream_interface_extras, plain_positions_carry_begin_ts,
-        seek_failing_after_the_consumer_moved, seek_time_plain, seek_time_tt;
-    except
+    checks_without_backlog_for_new_channels!(crate::harness::nsq_partitions;
         earliest_and_latest = "a standalone Youzan nsqd gives a new channel only what is \
             published after it exists (the topic's first channel excepted) and has no \
             virtual_queue:0 to start one at the beginning",
@@ -63,27 +73,11 @@ mod nsq_cluster {
     msgstream::contract_tests!(crate::harness::nsq_cluster);
 }
 
-/// Every check but three that need a *new* subscription to see messages published before it
-/// existed: upstream nsqd gives a new channel only what is published after it exists (the
-/// first channel of a topic excepted); `backends/nsq/tests/adapter.rs` pins down what happens
-/// instead. Seek, readers and latest id are asserted `Unsupported` by the checks.
+/// Upstream nsqd: `backends/nsq/tests/adapter.rs` pins down what happens instead of the three
+/// excluded checks. Seek, readers and latest id are asserted `Unsupported` by the checks.
 #[cfg(feature = "nsq")]
 mod nsq_upstream {
-    msgstream::contract_tests!(@each crate::harness::nsq_upstream;
-        produce_consume_in_order, ack_and_redelivery, staged_acks, seek_inclusive_and_exclusive,
-        readers,
-        latest_message_id, bad_inputs, plain_stream_two_channels, marks_and_broadcast,
-        plain_seek_to_stored_position, plain_latest_subscription, stream_bad_inputs,
-        trace_context_round_trip, tt_issue_sequence_and_replays, tt_different_tick_timestamps,
-        tt_three_channels_aligned, tt_replay_determinism, tt_replay_determinism_long_runs,
-        tt_reports_garbage,
-        exclusive_subscriptions, delete_subscription_and_topic, seek_outside_the_channel,
-        repeated_channel_names,
-        plain_commit_semantics, tt_commit_semantics, tt_caps_a_channel_without_ticks,
-        tt_late_message_in_a_long_run,
-        stream_interface_extras, plain_positions_carry_begin_ts,
-        seek_failing_after_the_consumer_moved, seek_time_plain, seek_time_tt;
-    except
+    checks_without_backlog_for_new_channels!(crate::harness::nsq_upstream;
         earliest_and_latest = "upstream nsqd gives a new channel only what is published after \
             it exists: an Earliest subscription made later misses the earlier messages",
         deleted_subscription_starts_afresh = "upstream nsqd: a channel made again after its \
