@@ -20,6 +20,7 @@ pub mod metrics;
 mod mq_checks;
 mod stream_checks;
 mod time_checks;
+mod time_tt_checks;
 mod tt_checks;
 
 use std::any::Any;
@@ -33,6 +34,7 @@ pub use fault_checks::*;
 pub use mq_checks::*;
 pub use stream_checks::*;
 pub use time_checks::*;
+pub use time_tt_checks::*;
 pub use tt_checks::*;
 
 use crate::mq::{Client, Consumer, Message, MessageId, ProducerMessage};
