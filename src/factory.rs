@@ -113,11 +113,7 @@ async fn open_rocketmq(_config: &Config) -> Result<Arc<dyn Client>> {
 #[cfg(feature = "nsq")]
 async fn open_nsq(config: &Config) -> Result<Arc<dyn Client>> {
     let mut options = config.nsq.clone();
-    // `[stream] timestamps = "hybrid"` says it for every backend; `[nsq]
-    // hybrid_clock_slack_ms`, where set, is the nsq section's own slack.
-    if let msgstream::mq::Timestamps::Hybrid { clock_slack_ms } = config.stream.timestamps() {
-        options.hybrid_clock_slack_ms.get_or_insert(clock_slack_ms);
-    }
+    options.timestamps = config.stream.timestamps();
     Ok(Arc::new(msgstream_nsq::NsqClient::connect(options).await?))
 }
 

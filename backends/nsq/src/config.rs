@@ -80,23 +80,14 @@ pub struct NsqConfig {
     /// delivery at once (no buffering on the server). nsqd's own default (250 ms) holds a lone
     /// message up to that long while a consumer has RDY to spare; nsqd accepts 25 ms to 30 s.
     pub output_buffer_timeout_ms: u64,
-    /// Set when the streams' timestamps are Milvus hybrid timestamps whose clock runs at most
-    /// this many milliseconds ahead of the nsqds' clocks
-    /// ([`msgstream::mq::Timestamps::Hybrid`]): a Youzan cluster, which indexes each message by
-    /// the second nsqd stored it in, can then seek by time (`Capabilities::seek_time`).
-    /// Unset, timestamps are opaque to nsq and seeking by time is `Unsupported`.
-    pub hybrid_clock_slack_ms: Option<u64>,
-}
-
-impl NsqConfig {
-    /// How the streams' timestamps relate to the nsqds' clocks (see
-    /// [`NsqConfig::hybrid_clock_slack_ms`]).
-    pub fn timestamps(&self) -> msgstream::mq::Timestamps {
-        match self.hybrid_clock_slack_ms {
-            Some(clock_slack_ms) => msgstream::mq::Timestamps::Hybrid { clock_slack_ms },
-            None => msgstream::mq::Timestamps::Opaque,
-        }
-    }
+    /// What the streams' timestamps are. With [`msgstream::mq::Timestamps::Hybrid`] (Milvus
+    /// hybrid timestamps from a clock at most `clock_slack_ms` ahead of the nsqds'), a Youzan
+    /// cluster, which indexes each message by the second an nsqd stored it in, can seek by time
+    /// (`Capabilities::seek_time`); opaque, seeking by time is `Unsupported`. Not a key of
+    /// `[nsq]`: the facade sets it from `[stream] timestamps` and `clock_slack_ms`, which every
+    /// backend shares.
+    #[serde(skip)]
+    pub timestamps: msgstream::mq::Timestamps,
 }
 
 impl Default for NsqConfig {
@@ -118,7 +109,7 @@ impl Default for NsqConfig {
             spool_dir: PathBuf::from("./data/nsq-spool"),
             spool_sync: SpoolSync::Buffered,
             output_buffer_timeout_ms: 0,
-            hybrid_clock_slack_ms: None,
+            timestamps: msgstream::mq::Timestamps::Opaque,
         }
     }
 }

@@ -939,7 +939,7 @@ async fn a_cluster_seeks_by_hybrid_timestamp() {
         .await
         .expect("test cluster");
     let client = NsqClient::connect(NsqConfig {
-        hybrid_clock_slack_ms: Some(0),
+        timestamps: msgstream::mq::Timestamps::Hybrid { clock_slack_ms: 0 },
         ..cluster_config(&cluster, 0)
     })
     .await
@@ -984,7 +984,7 @@ async fn a_cluster_seeks_by_hybrid_timestamp() {
     client.close().await;
 }
 
-/// Without `hybrid_clock_slack_ms` the streams' timestamps say nothing about the nsqds'
+/// With opaque timestamps (the default) the streams' timestamps say nothing about the nsqds'
 /// clocks: seeking by time is declared unsupported and refused so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opaque_timestamps_cannot_be_searched() {

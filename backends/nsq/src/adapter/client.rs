@@ -80,7 +80,7 @@ impl Shared {
         caps.delete_subscriptions = admin;
         caps.delete_topics = admin || self.cluster.is_some();
         caps.seek_time =
-            caps.readers && caps.latest_id && self.config.timestamps() != Timestamps::Opaque;
+            caps.readers && caps.latest_id && self.config.timestamps != Timestamps::Opaque;
         // A standalone Youzan nsqd requeues a closed connection's messages in no fixed order
         // (Y8 127-129) and cannot restart a channel at its confirmed offset to restore it.
         caps.ordering = if offsets {

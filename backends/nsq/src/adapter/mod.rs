@@ -22,7 +22,7 @@
 //! **Readers** (a cluster, and `nsqd_http` or lookupd) are ephemeral channels started at an
 //! offset; with lookupd they dial the nsqd lookupd names for the partition, TCP and HTTP.
 //!
-//! **Seeking by time** (a cluster, `hybrid_clock_slack_ms` set): see `time_seek`.
+//! **Seeking by time** (a cluster, hybrid timestamps: `NsqConfig::timestamps`): see `time_seek`.
 //!
 //! **Latest id** (a cluster, `nsqd_http`): nsqd has no call for a partition's last offset, so
 //! it is pieced together from the fork's HTTP API: `/stats` gives the partition's message count

@@ -4,7 +4,7 @@
 //! `timestamp:<secs>` continues at the first message stored at or after that second
 //! (transcript Y6 136-153). The streams' timestamps are the stream's own logical ones, so they
 //! map to that clock only when they are Milvus hybrid timestamps whose clock runs at most
-//! `hybrid_clock_slack_ms` ahead of the nsqds' ([`msgstream::mq::Timestamps::Hybrid`]): then
+//! `clock_slack_ms` ahead of the nsqds' ([`msgstream::mq::Timestamps::Hybrid`]): then
 //! every message stored before `physical(ts) − slack` has a timestamp below `ts`, and so has
 //! every message stored before the whole second at or below that time. Reading a throw-away
 //! ephemeral channel started there gives the first such message: a lower bound, which the
@@ -24,7 +24,7 @@ use crate::codec::ConsumeOffset;
 /// The second to start a time search of `timestamp` at, or `None` where the configuration
 /// does not relate timestamps to the nsqds' clocks.
 pub(super) fn search_second(shared: &Shared, timestamp: u64) -> Option<u64> {
-    let ms = shared.config.timestamps().broker_search_ms(timestamp)?;
+    let ms = shared.config.timestamps.broker_search_ms(timestamp)?;
     Some(ms / 1000)
 }
 
@@ -36,10 +36,12 @@ pub(super) async fn time_lower_bound(
     topic: &str,
     timestamp: u64,
 ) -> Result<MessageId> {
-    let unsupported = || Error::Unsupported {
+    let unsupported = || {
+        Error::Unsupported {
         backend: BACKEND,
         what: "seeking by time (needs a Youzan cluster, nsqd_http or lookupd, and \
-               hybrid_clock_slack_ms: the streams' timestamps related to the nsqds' clocks)",
+               [stream] timestamps = \"hybrid\": the streams' timestamps related to the nsqds' clocks)",
+    }
     };
     if !shared.capabilities().seek_time {
         return Err(unsupported());
