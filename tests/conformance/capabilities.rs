@@ -38,9 +38,26 @@ fn expected(caps: &Capabilities, row: &str) -> &'static str {
     }
 }
 
+/// The rows the table must have, in order: one per field of `Capabilities`.
+const ROWS: [&str; 8] = [
+    "seek",
+    "readers",
+    "latest message id",
+    "durable subscriptions",
+    "delete subscriptions",
+    "delete channels",
+    "seek by time",
+    "per-channel order",
+];
+
 #[tokio::test]
 async fn readme_capability_table_matches_capabilities() {
     let table = readme_table();
+    let rows: Vec<&str> = table[2..].iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(
+        rows, ROWS,
+        "the README's capability rows, one per capability"
+    );
     let header = &table[0];
     let mut checked = 0;
     let backends = crate::harness::all().await;
