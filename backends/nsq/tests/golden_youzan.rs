@@ -177,7 +177,7 @@ async fn delayed() -> TestCluster {
 }
 
 /// Leader delay of [`delayed`]: long enough for [`after_y1`]'s refused probes (a few ms).
-const LEADER_SOON: Duration = Duration::from_secs(1);
+const LEADER_SOON: Duration = Duration::from_secs(2);
 
 /// A cluster whose leaders serve at once, for flows recorded after the leaders existed.
 async fn elected() -> TestCluster {
