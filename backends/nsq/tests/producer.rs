@@ -59,7 +59,7 @@ async fn fixture_fails_over_and_reconnects() {
     s.drop_connections();
     producer.publish("f", b"after").await.expect("reconnected");
     let (_, raw) = http(s.http_addr(), "GET", "/stats?format=json", b"").await;
-    let stats: serde_json::Value = serde_json::from_slice(&raw).expect("json");
+    let stats = unwrap_data(serde_json::from_slice(&raw).expect("json"));
     assert_eq!(stats["topics"][0]["message_count"], 5);
     producer.close().await;
     assert!(matches!(

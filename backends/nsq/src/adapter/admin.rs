@@ -73,6 +73,49 @@ pub(crate) struct ChannelStats {
     pub backlog: u64,
 }
 
+/// One channel entry of `/stats` in either server's terms. nsqd 1.3.0's `depth` counts the
+/// messages ready to go out (not in flight, not deferred) and `client_count` the consumers;
+/// the fork's `depth` (recognised by its `depth_size`) counts everything from the first
+/// unfinished message to the end, in flight and deferred ones included, and its consumers are
+/// `client_num`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChannelFigures {
+    /// Messages waiting to go out now.
+    pub ready: u64,
+    pub in_flight: u64,
+    /// Held back until later (DPUB, REQ with a delay).
+    pub deferred: u64,
+    pub clients: u64,
+}
+
+impl ChannelFigures {
+    pub(crate) fn read(channel: &Value) -> ChannelFigures {
+        let field = |name: &str| channel[name].as_u64().unwrap_or(0);
+        let in_flight = field("in_flight_count");
+        let deferred = field("deferred_count");
+        if channel.get("depth_size").is_some() {
+            ChannelFigures {
+                ready: field("depth").saturating_sub(in_flight + deferred),
+                in_flight,
+                deferred,
+                clients: field("client_num"),
+            }
+        } else {
+            ChannelFigures {
+                ready: field("depth"),
+                in_flight,
+                deferred,
+                clients: field("client_count"),
+            }
+        }
+    }
+
+    /// Messages not yet finished: ready, in flight and deferred.
+    pub(crate) fn backlog(&self) -> u64 {
+        self.ready + self.in_flight + self.deferred
+    }
+}
+
 impl Admin {
     pub(crate) fn available(&self) -> bool {
         !self.http.is_empty()
@@ -226,12 +269,7 @@ impl Admin {
             let Some(name) = channel["channel_name"].as_str() else {
                 continue;
             };
-            // nsqd's `depth` leaves out deferred messages (DPUB, REQ with a delay): they are
-            // backlog too.
-            let backlog = ["depth", "in_flight_count", "deferred_count"]
-                .iter()
-                .map(|field| channel[*field].as_u64().unwrap_or(0))
-                .sum();
+            let backlog = ChannelFigures::read(&channel).backlog();
             match channels.iter_mut().find(|c| c.name == name) {
                 Some(c) => c.backlog += backlog,
                 None => channels.push(ChannelStats {
@@ -361,8 +399,8 @@ impl Admin {
         }
     }
 
-    /// `(depth, in_flight_count, client_count)` of one channel summed over the nsqds, `None`
-    /// when no nsqd has it.
+    /// `(ready, in_flight_count, clients)` of one channel summed over the nsqds (see
+    /// [`ChannelFigures`]), `None` when no nsqd has it.
     pub(crate) async fn channel_counts(
         &self,
         topic: &str,
@@ -387,11 +425,12 @@ impl Admin {
             }
             for c in entry["channels"].as_array().cloned().unwrap_or_default() {
                 if c["channel_name"] == channel {
-                    let (depth, in_flight, clients) = found.unwrap_or((0, 0, 0));
+                    let figures = ChannelFigures::read(&c);
+                    let (ready, in_flight, clients) = found.unwrap_or((0, 0, 0));
                     found = Some((
-                        depth + c["depth"].as_u64().unwrap_or(0),
-                        in_flight + c["in_flight_count"].as_u64().unwrap_or(0),
-                        clients + c["client_count"].as_u64().unwrap_or(0),
+                        ready + figures.ready,
+                        in_flight + figures.in_flight,
+                        clients + figures.clients,
                     ));
                 }
             }
@@ -732,6 +771,25 @@ mod tests {
     use std::collections::VecDeque;
     use std::sync::{Arc, Mutex};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn channel_figures_read_both_servers_shapes() {
+        // nsqd 1.3.0: depth is what is ready; in flight and deferred come on top.
+        let upstream = serde_json::json!({"depth": 3, "in_flight_count": 2, "deferred_count": 1, "client_count": 1});
+        let figures = ChannelFigures::read(&upstream);
+        assert_eq!(
+            (figures.ready, figures.clients, figures.backlog()),
+            (3, 1, 6)
+        );
+        // The fork (Y4 271 `golden_c3` with a consumer holding one): depth counts from the
+        // first unfinished message, in flight and deferred included.
+        let fork = serde_json::json!({"backlogs": 21, "depth": 23, "depth_size": 895, "in_flight_count": 1, "deferred_count": 1, "client_num": 1});
+        let figures = ChannelFigures::read(&fork);
+        assert_eq!(
+            (figures.ready, figures.clients, figures.backlog()),
+            (21, 1, 23)
+        );
+    }
 
     /// An HTTP server answering each request with the next scripted `(path prefix, status,
     /// body)`; a request that does not match the script's next entry fails the test.

@@ -59,6 +59,9 @@ impl Handler for Nsqd {
                 "max_output_buffer_timeout": 30_000_000_000u64,
                 "max_deflate_level": 6,
             })),
+            ("/stats", _) if self.0.options.extensions.partitions() => {
+                crate::stats_youzan::stats(&self.0, &req)
+            }
             ("/stats", _) => Response::json(&crate::stats::stats(&self.0, &req)),
             ("/pub", true) => self.publish(&req, false),
             ("/mpub", true) => self.publish(&req, true),
@@ -260,8 +263,10 @@ impl Nsqd {
         if self.0.cluster.is_none() && !offset.served_standalone() {
             return Response::error(500, crate::commands::NO_COORDINATOR);
         }
-        // `special:-1` leaves an existing channel where it is on a standalone nsqd (notes
-        // §2.6.3) and moves it to the end with the coordinator.
+        // `special:-1` on an existing channel of a standalone nsqd delivers what is left
+        // (notes §2.6.3) but forgets what is in flight, unrequeued (Y8 146: `golden_c`'s
+        // unfinished message gone, `requeue_count` 0 after its consumer closed); with the
+        // coordinator it moves the channel to the end.
         let keep = part.channels.contains_key(&channel)
             && matches!(offset, crate::commands::Offset::Latest)
             && !part.channels_start_at_end;
@@ -272,6 +277,7 @@ impl Nsqd {
         let owners = match channels.get_mut(&channel) {
             Some(c) if existed && !keep => c.rewind(cursor, log, std::time::Instant::now()),
             Some(c) if !keep => c.reset(cursor),
+            Some(c) => c.forget_in_flight(),
             _ => Vec::new(),
         };
         store.release_in_flight(owners);

@@ -14,6 +14,34 @@ const STATE_INIT: u8 = 0;
 const STATE_SUBSCRIBED: u8 = 3;
 const STATE_CLOSING: u8 = 4;
 
+/// The fork's output buffer settings for a client that did not ask for others (its IDENTIFY
+/// answer's defaults).
+pub(crate) const FORK_OUTPUT_BUFFER: (u32, u32) = (100, 50);
+
+/// The fork's output buffer settings for IDENTIFY's `output_buffer_size` and
+/// `output_buffer_timeout` (ms): what was asked, else its defaults (Y1 4: 16384 and 250 asked,
+/// 16384 and 250 answered).
+pub(crate) fn fork_output_buffer(size: i64, timeout: i64) -> (u32, u32) {
+    let asked = |value: i64, default: u32| {
+        u32::try_from(value)
+            .ok()
+            .filter(|v| *v > 0)
+            .unwrap_or(default)
+    };
+    (
+        asked(size, FORK_OUTPUT_BUFFER.0),
+        asked(timeout, FORK_OUTPUT_BUFFER.1),
+    )
+}
+
+/// What one connection published to one partition.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct PartitionPubs {
+    pub count: u64,
+    /// Seconds since the epoch of the last publish.
+    pub last: u64,
+}
+
 /// One open connection.
 pub(crate) struct Connection {
     pub client_id: String,
@@ -24,6 +52,11 @@ pub(crate) struct Connection {
     pub user_agent: String,
     /// Messages published per topic (PUB, MPUB, DPUB).
     pub pub_counts: BTreeMap<String, u64>,
+    /// Messages published per topic and partition (the fork's `client_pub_stats`).
+    pub partition_pubs: BTreeMap<(String, u32), PartitionPubs>,
+    /// The fork's answer to IDENTIFY's `output_buffer_size` and `output_buffer_timeout` (ms),
+    /// which its `/stats` reports per client.
+    pub output_buffer: (u32, u32),
 }
 
 impl Connection {
@@ -36,6 +69,8 @@ impl Connection {
             connect_ts: crate::unix_seconds(),
             user_agent: String::new(),
             pub_counts: BTreeMap::new(),
+            partition_pubs: BTreeMap::new(),
+            output_buffer: FORK_OUTPUT_BUFFER,
         }
     }
 

@@ -23,11 +23,13 @@ mod commands;
 mod connections;
 mod external;
 mod heartbeat;
+mod histogram;
 mod http;
 mod lookupd;
 mod lookupd_upstream;
 mod output;
 mod stats;
+mod stats_youzan;
 mod store;
 mod tcp;
 
@@ -190,11 +192,14 @@ impl Shared {
             .partitions
             .entry(partition)
             .or_default();
+        let started = std::time::Instant::now();
+        let sizes: Vec<usize> = bodies.iter().map(Bytes::len).collect();
         for (id, body) in ids.into_iter().zip(bodies) {
             let index = part.append(id, body, visible_at);
             let stored = &part.log[index];
             receipts.push((id, stored.offset, stored.raw_size));
         }
+        part.writes.written(sizes, started.elapsed());
         store.pump(std::time::Instant::now());
         receipts
     }

@@ -1,8 +1,8 @@
 //! `/stats?format=json` in nsqd 1.3.0's shape (U2, U3, U5): topics with their channels and
 //! clients, and the producers (connections that published). With `topic=` (and `channel=`)
 //! only that topic (channel) and the producers that published to it are listed; an empty
-//! list is `null`, as Go encodes a nil slice. In partitions mode each partition is its own
-//! entry with the fork's `topic_partition`, `topic_full_name` and `depth_size`.
+//! list is `null`, as Go encodes a nil slice. (The Youzan modes answer in the fork's shape,
+//! `stats_youzan`.)
 
 use std::time::Instant;
 
@@ -18,25 +18,24 @@ pub(crate) fn stats(shared: &Shared, req: &Request) -> Value {
     let now = Instant::now();
     let only_topic = req.query.get("topic");
     let only_channel = req.query.get("channel");
-    let partitions = shared.options.extensions.partitions();
     let mut topics = Vec::new();
     for (name, topic) in &store.topics {
         if only_topic.is_some_and(|t| t != name) {
             continue;
         }
-        for (pid, part) in &topic.partitions {
+        for part in topic.partitions.values() {
             let channels: Vec<Value> = part
                 .channels
                 .iter()
                 .filter(|(cname, _)| only_channel.is_none_or(|c| c == *cname))
-                .map(|(cname, ch)| channel(&store, part, cname, ch, now, partitions))
+                .map(|(cname, ch)| channel(&store, part, cname, ch, now))
                 .collect();
             let depth = if part.channels.is_empty() {
                 part.log.len().saturating_sub(part.unclaimed_from)
             } else {
                 0
             };
-            let mut entry = json!({
+            topics.push(json!({
                 "topic_name": name,
                 "channels": channels,
                 "depth": depth,
@@ -47,14 +46,7 @@ pub(crate) fn stats(shared: &Shared, req: &Request) -> Value {
                 "message_bytes": part.log.iter().map(|m| m.body.len()).sum::<usize>(),
                 "paused": topic.paused,
                 "e2e_processing_latency": latency(),
-            });
-            if partitions {
-                // The fork reports the partition's end offset here (`TotalDataSize`).
-                entry["backend_depth"] = json!(part.next_offset);
-                entry["topic_partition"] = json!(pid.to_string());
-                entry["topic_full_name"] = json!(format!("{name}-{pid}"));
-            }
-            topics.push(entry);
+            }));
         }
     }
     let producers: Vec<Value> = store
@@ -76,14 +68,7 @@ pub(crate) fn stats(shared: &Shared, req: &Request) -> Value {
     })
 }
 
-fn channel(
-    store: &Store,
-    part: &Partition,
-    name: &str,
-    ch: &Channel,
-    now: Instant,
-    partitions: bool,
-) -> Value {
+fn channel(store: &Store, part: &Partition, name: &str, ch: &Channel, now: Instant) -> Value {
     let clients: Vec<Value> = ch
         .clients
         .iter()
@@ -93,7 +78,7 @@ fn channel(
         })
         .collect();
     let (depth, deferred) = ch.depth(&part.log, now);
-    let mut entry = json!({
+    json!({
         "channel_name": name,
         "depth": depth,
         "backend_depth": 0,
@@ -106,13 +91,7 @@ fn channel(
         "clients": clients,
         "paused": ch.paused,
         "e2e_processing_latency": latency(),
-    });
-    if partitions {
-        // A channel's `depth_size`: the partition's end minus the channel's confirmed offset.
-        let confirmed = ch.confirmed_offset(&part.log, part.next_offset);
-        entry["depth_size"] = json!(part.next_offset - confirmed);
-    }
-    entry
+    })
 }
 
 /// No end-to-end latency tracking (nsqd's default, `--e2e-processing-latency-percentile` unset).

@@ -76,6 +76,8 @@ pub(crate) struct Channel {
     /// The log index of a message the fork had read ahead before a rewind and delivered
     /// first after it: the cursor passes over it once (see [`Channel::rewind`]).
     delivered_ahead: Option<usize>,
+    /// The fork's `/stats` histograms of this channel (see [`crate::histogram`]).
+    pub latencies: crate::histogram::ChannelLatencies,
 }
 
 impl Channel {
@@ -129,6 +131,13 @@ impl Channel {
         self.in_flight.drain().map(|(_, f)| f.client).collect()
     }
 
+    /// Forgets what is in flight (a later FIN of it fails); returns the owners whose
+    /// in-flight counts must drop.
+    #[must_use = "the owners' in-flight counts must be released"]
+    pub fn forget_in_flight(&mut self) -> Vec<ClientId> {
+        self.in_flight.drain().map(|(_, f)| f.client).collect()
+    }
+
     /// `/channel/setoffset` on a channel that exists: [`Channel::reset`], except that the fork's
     /// channel reader has already taken the first undelivered message off the queue when the
     /// channel has a backlog; moved back to or before it, that message goes out first, and only
@@ -171,6 +180,9 @@ impl Channel {
         }
         for id in ids {
             if let Some(flight) = self.in_flight.remove(&id) {
+                // The fork counts these as requeues (`requeue_count` 4 in Y4 271: two left
+                // in flight by a closed consumer, then REQ 0 and REQ 1000).
+                self.requeue_count += 1;
                 self.waiting.push(Waiting {
                     index: flight.index,
                     attempts: flight.attempts.saturating_sub(1),
@@ -191,17 +203,31 @@ impl Channel {
         self.next_client = 0;
     }
 
-    /// The lowest virtual-queue offset not yet finished (the fork's *confirmed* offset):
-    /// every message below it was finished, so a consumer restarting there loses nothing.
-    pub fn confirmed_offset(&self, log: &[Stored], end: u64) -> u64 {
-        let cursor = log.get(self.cursor).map_or(end, |m| m.offset);
+    /// The log index of the first message not yet finished (the fork's confirmed position;
+    /// see [`Channel::confirmed_offset`]).
+    pub fn confirmed_index(&self) -> usize {
         self.in_flight
             .values()
             .map(|f| f.index)
             .chain(self.waiting.iter().map(|w| w.index))
             .chain(self.queued.iter().map(|q| q.index))
-            .filter_map(|i| log.get(i).map(|m| m.offset))
-            .fold(cursor, u64::min)
+            .fold(self.cursor, usize::min)
+    }
+
+    /// Messages taken off the log but not finished: in flight and waiting to go out again.
+    pub fn read_unfinished(&self) -> usize {
+        self.in_flight.len() + self.waiting.len() + self.queued.len()
+    }
+
+    /// Messages not yet taken off the log (`cursor` onwards).
+    pub fn unread(&self, log: &[Stored]) -> usize {
+        log.len().saturating_sub(self.cursor)
+    }
+
+    /// The lowest virtual-queue offset not yet finished (the fork's *confirmed* offset):
+    /// every message below it was finished, so a consumer restarting there loses nothing.
+    pub fn confirmed_offset(&self, log: &[Stored], end: u64) -> u64 {
+        log.get(self.confirmed_index()).map_or(end, |m| m.offset)
     }
 }
 
@@ -218,6 +244,8 @@ pub(crate) struct Partition {
     /// A coordinator-mode partition: every new channel starts at the end, the first one too
     /// (Y4 17), unlike nsqd 1.3.0 and a standalone Youzan nsqd (U2, Y8 63).
     pub channels_start_at_end: bool,
+    /// The fork's `/stats` histograms of what was written (see [`crate::histogram`]).
+    pub writes: crate::histogram::WriteStats,
 }
 
 /// A Youzan message id: `(partition << 50 | sequence)` and the trace id, both big-endian.
@@ -311,6 +339,7 @@ pub(crate) struct ClientState {
     pub finish_count: u64,
     pub requeue_count: u64,
     pub message_count: u64,
+    pub timeout_count: u64,
 }
 
 /// Every topic and client of one server.
@@ -329,6 +358,9 @@ pub(crate) struct Store {
     /// Upstream: a message that comes back joins the back of its channel's queue (see
     /// `redelivery`); otherwise it goes out before the channel's undelivered messages.
     pub redeliver_behind: bool,
+    /// PUBs a cluster node refused with `E_FAILED_ON_NOT_LEADER`, per topic and partition
+    /// (the fork's `pub_failed_cnt`; the partition need not be in `topics` yet).
+    pub pub_refused: BTreeMap<(String, u32), u64>,
 }
 
 impl Store {
@@ -448,6 +480,7 @@ fn expire(channel: &mut Channel, clients: &mut HashMap<ClientId, ClientState>, n
         if let Some(flight) = channel.in_flight.remove(&id) {
             if let Some(client) = clients.get_mut(&flight.client) {
                 client.in_flight = client.in_flight.saturating_sub(1);
+                client.timeout_count += 1;
             }
             channel.timeout_count += 1;
             channel.requeue(flight, now);
@@ -482,6 +515,7 @@ fn deliver(
         client.in_flight += 1;
         client.message_count += 1;
         channel.message_count += 1;
+        channel.latencies.delivered(stored.timestamp);
         channel.in_flight.insert(
             stored.id,
             InFlight {

@@ -222,6 +222,7 @@ pub(crate) fn client_state(
         finish_count: 0,
         requeue_count: 0,
         message_count: 0,
+        timeout_count: 0,
     }
 }
 

@@ -328,10 +328,30 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
     }
 }
 
-/// The `/stats` (JSON) of the nsqd whose HTTP address is `http_addr`.
+/// The `/stats` (JSON) of the nsqd whose HTTP address is `http_addr`, unwrapped from the
+/// fork's `{"status_code","status_txt","data"}`.
 pub async fn stats_at(http_addr: SocketAddr) -> Value {
     let (_, body) = http(http_addr, "GET", "/stats?format=json", b"").await;
-    serde_json::from_slice(&body).expect("stats json")
+    unwrap_data(serde_json::from_slice(&body).expect("stats json"))
+}
+
+/// A Youzan reply's `data`, or the reply itself when it is not wrapped.
+pub fn unwrap_data(reply: Value) -> Value {
+    match reply {
+        Value::Object(mut map) if map.contains_key("status_code") && map.contains_key("data") => {
+            map.remove("data").unwrap_or(Value::Null)
+        }
+        other => other,
+    }
+}
+
+/// A channel's consumers in `/stats`: nsqd 1.3.0's `client_count`, the fork's `client_num`.
+pub fn client_count(channel: &Value) -> Value {
+    channel
+        .get("client_count")
+        .or_else(|| channel.get("client_num"))
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 /// The `/stats` entries of `topic` on `partition` (every partition when `None`).

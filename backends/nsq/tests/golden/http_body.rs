@@ -18,6 +18,19 @@ const VARYING: &[&str] = &[
     "last_pub_ts",
 ];
 
+/// Measured figures the README does not name as varying: the Youzan fork's latency
+/// histograms in `/stats` (per partition `msg_write_latency_stats`: how long each write took
+/// to store; per channel `msg_consume_latency_stats`: delivery to FIN, and
+/// `msg_delivery_latency_stats`: publish to delivery). Their buckets hold run-dependent
+/// timings (a FIN 1.5 s after a delivery lands one bucket or the next), so they are compared
+/// by shape only: a list of as many non-negative integers as recorded. Everything else in the
+/// fork's `/stats`, the message-size histogram included, is compared exactly.
+const MEASURED: &[&str] = &[
+    "msg_write_latency_stats",
+    "msg_consume_latency_stats",
+    "msg_delivery_latency_stats",
+];
+
 /// How recorded bodies map onto a replay.
 #[derive(Debug, Default, Clone)]
 pub struct BodyRules {
@@ -121,6 +134,9 @@ impl BodyRules {
         if varying || local_id || node_name {
             return Value::String("<var>".into());
         }
+        if MEASURED.contains(&key) {
+            return histogram_shape(value);
+        }
         if recorded && (key == "tcp_port" || key == "http_port") {
             if let Some(port) = value
                 .as_u64()
@@ -131,6 +147,17 @@ impl BodyRules {
             }
         }
         self.normalise(value, recorded)
+    }
+}
+
+/// A histogram's shape (`"<histogram of N>"`), or the value itself when it is not a list of
+/// non-negative integers (so the difference shows).
+fn histogram_shape(value: Value) -> Value {
+    match &value {
+        Value::Array(items) if items.iter().all(Value::is_u64) => {
+            Value::String(format!("<histogram of {}>", items.len()))
+        }
+        _ => value,
     }
 }
 
@@ -189,6 +216,36 @@ mod tests {
             .is_err());
         assert!(rules()
             .compare(br#"{"t":[{"n":1},{"n":2}]}"#, br#"{"t":[{"n":2},{"n":1}]}"#)
+            .is_err());
+    }
+
+    #[test]
+    fn measured_histograms_compare_by_shape() {
+        let recorded = br#"{"msg_write_latency_stats":[18,0,1],"msg_size_stats":[20,0,0]}"#;
+        assert!(rules()
+            .compare(
+                recorded,
+                br#"{"msg_write_latency_stats":[17,2,0],"msg_size_stats":[20,0,0]}"#
+            )
+            .is_ok());
+        // One bucket more, a negative count, or a size histogram that differs: not the same.
+        assert!(rules()
+            .compare(
+                recorded,
+                br#"{"msg_write_latency_stats":[18,0,1,0],"msg_size_stats":[20,0,0]}"#
+            )
+            .is_err());
+        assert!(rules()
+            .compare(
+                recorded,
+                br#"{"msg_write_latency_stats":[18,0,-1],"msg_size_stats":[20,0,0]}"#
+            )
+            .is_err());
+        assert!(rules()
+            .compare(
+                recorded,
+                br#"{"msg_write_latency_stats":[18,0,1],"msg_size_stats":[19,1,0]}"#
+            )
             .is_err());
     }
 

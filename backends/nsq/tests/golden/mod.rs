@@ -69,6 +69,17 @@ pub struct Replay {
     varying_ids: bool,
     early_fraction: f64,
     nested: Option<(u32, Box<Replay>)>,
+    adjusted: BTreeMap<u32, Vec<Adjustment>>,
+    closes_after: BTreeMap<u32, u32>,
+    closes_reason: Vec<String>,
+}
+
+/// A recorded JSON value the replay expects differently, and why.
+#[derive(Debug, Clone)]
+struct Adjustment {
+    pointer: String,
+    value: serde_json::Value,
+    reason: String,
 }
 
 impl Replay {
@@ -83,6 +94,9 @@ impl Replay {
             varying_ids: name.starts_with("upstream-"),
             early_fraction: 0.5,
             nested: None,
+            adjusted: BTreeMap::new(),
+            closes_after: BTreeMap::new(),
+            closes_reason: Vec::new(),
         }
     }
 
@@ -99,6 +113,58 @@ impl Replay {
             self.skip.insert(*step, reason.to_string());
         }
         self
+    }
+
+    /// Expects `value` at the JSON `pointer` of step `step`'s recorded HTTP body instead of
+    /// the recorded value, for `reason` (shown in the test's output): for a figure that
+    /// counts traffic the transcript recorded only as a summary (`info` events), which the
+    /// replay does not send.
+    pub fn adjust(
+        mut self,
+        step: u32,
+        pointer: &str,
+        value: serde_json::Value,
+        reason: &str,
+    ) -> Replay {
+        self.adjusted.entry(step).or_default().push(Adjustment {
+            pointer: pointer.to_string(),
+            value,
+            reason: reason.to_string(),
+        });
+        self
+    }
+
+    /// Performs the `<client close>` steps `closes` right after step `after` instead, for
+    /// `reason` (shown in the test's output): where the recorder asked the server about
+    /// connections it had closed a moment before, and the real server answered before it had
+    /// noticed the closes.
+    pub fn close_after(mut self, closes: &[u32], after: u32, reason: &str) -> Replay {
+        for close in closes {
+            self.closes_after.insert(*close, after);
+        }
+        self.closes_reason
+            .push(format!("closes {closes:?} after step {after}: {reason}"));
+        self
+    }
+
+    /// The body the replay expects for step `step`: the recorded one with its adjustments.
+    fn expected_body(&self, step: u32, recorded: &[u8]) -> Vec<u8> {
+        let Some(adjustments) = self.adjusted.get(&step) else {
+            return recorded.to_vec();
+        };
+        let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(recorded) else {
+            return recorded.to_vec();
+        };
+        for adjustment in adjustments {
+            match json.pointer_mut(&adjustment.pointer) {
+                Some(slot) => *slot = adjustment.value.clone(),
+                None => panic!(
+                    "{} step {step}: no {} in the recorded body",
+                    self.file, adjustment.pointer
+                ),
+            }
+        }
+        serde_json::to_vec(&json).unwrap_or_else(|_| recorded.to_vec())
     }
 
     /// Replays only the steps up to and including `step` (a prefix that sets up state).
@@ -170,6 +236,17 @@ impl Replay {
         while let Some(r) = replay {
             for (step, reason) in &r.skip {
                 eprintln!("{}: step {step} skipped: {reason}", r.file);
+            }
+            for moved in &r.closes_reason {
+                eprintln!("{}: {moved}", r.file);
+            }
+            for (step, adjustments) in &r.adjusted {
+                for a in adjustments {
+                    eprintln!(
+                        "{}: step {step} expects {} at {}: {}",
+                        r.file, a.value, a.pointer, a.reason
+                    );
+                }
             }
             replay = r.nested.as_ref().map(|(_, inner)| inner.as_ref());
         }

@@ -125,6 +125,11 @@ impl ClusterNode {
             .map(|(pid, _)| pid)
     }
 
+    /// Every topic's metadata as it is now (a copy: callers may then lock a store).
+    pub(crate) fn metas(&self) -> BTreeMap<String, TopicMeta> {
+        self.state.topics().clone()
+    }
+
     /// Whether the topic was created as an ordered (`orderedmulti`) one.
     pub(crate) fn ordered(&self, topic: &str) -> bool {
         self.state.topics().get(topic).is_some_and(|m| m.ordered)
@@ -373,6 +378,18 @@ impl TestCluster {
         self.state
             .topic(topic)
             .and_then(|m| m.partitions.get(partition as usize).map(|p| p.leader()))
+    }
+
+    /// Returns once every partition of `topic` has a serving leader (the configured leader
+    /// delay after the create); at once for a topic the cluster does not know.
+    pub async fn leaders_elected(&self, topic: &str) {
+        let ready = self
+            .state
+            .topic(topic)
+            .and_then(|m| m.partitions.iter().map(|p| p.ready_at).max());
+        if let Some(at) = ready {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+        }
     }
 
     /// Moves the leadership of `partition` of `topic` to node `to`, with its data, as a

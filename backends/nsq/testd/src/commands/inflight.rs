@@ -91,7 +91,9 @@ impl Session {
     pub(super) fn fin(&mut self, p: &[Vec<u8>]) -> Result<(), Fail> {
         let id = self.message_id(p, "FIN", 1)?;
         let done = self.with_flight(&id, |channel, client| {
-            channel.in_flight.remove(&id);
+            if let Some(flight) = channel.in_flight.remove(&id) {
+                channel.latencies.finished(flight.delivered);
+            }
             client.in_flight = client.in_flight.saturating_sub(1);
             client.finish_count += 1;
         });

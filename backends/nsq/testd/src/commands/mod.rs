@@ -289,6 +289,12 @@ impl Session {
         }
         if let Some(connection) = self.store().connections.get_mut(&self.id) {
             connection.identify(data.client_id, data.hostname, data.user_agent.clone());
+            if opts.extensions.partitions() {
+                connection.output_buffer = crate::connections::fork_output_buffer(
+                    data.output_buffer_size,
+                    data.output_buffer_timeout,
+                );
+            }
         }
         self.user_agent = data.user_agent;
         self.heartbeats = None;
@@ -303,17 +309,11 @@ impl Session {
         // 250 asked, 16384 and 250 answered), else its own defaults (notes §2.6.4), and a
         // deflate level of 0.
         let (buffer_size, buffer_timeout, deflate_level) = if opts.extensions.partitions() {
-            let asked = |value: i64, default: u32| {
-                u32::try_from(value)
-                    .ok()
-                    .filter(|v| *v > 0)
-                    .unwrap_or(default)
-            };
-            (
-                asked(data.output_buffer_size, 100),
-                asked(data.output_buffer_timeout, 50),
-                0,
-            )
+            let (size, timeout) = crate::connections::fork_output_buffer(
+                data.output_buffer_size,
+                data.output_buffer_timeout,
+            );
+            (size, timeout, 0)
         } else {
             let (size, timeout) = buffering.unwrap_or_else(Buffering::nsqd).answer();
             (size, timeout, 6)

@@ -62,11 +62,11 @@ impl Session {
                     None => return Err(Fail::fatal("E_TOPIC_NOT_EXIST", "")),
                 }
             }
-            param => self.partition(&topic, param, false)?,
+            param => self.publish_partition(&topic, param)?,
         };
         let count = bodies.len() as u64;
         self.shared.put(&topic, pid, bodies, None, 0);
-        self.count_published(&topic, count);
+        self.count_published(&topic, pid, count);
         self.reply(b"OK");
         Ok(())
     }
@@ -90,16 +90,49 @@ impl Session {
         let at = now() + Duration::from_millis(defer);
         self.shared
             .put(&topic, pid, vec![Bytes::from(body)], Some(at), 0);
-        self.count_published(&topic, 1);
+        self.count_published(&topic, pid, 1);
         self.reply(b"OK");
         Ok(())
     }
 
-    /// The connection's `pub_counts` in `/stats`.
-    fn count_published(&self, topic: &str, count: u64) {
+    /// The connection's `pub_counts` (per topic, nsqd 1.3.0) and per-partition counts (the
+    /// fork's `client_pub_stats`) in `/stats`.
+    fn count_published(&self, topic: &str, partition: u32, count: u64) {
         if let Some(connection) = self.store().connections.get_mut(&self.id) {
             *connection.pub_counts.entry(topic.to_string()).or_default() += count;
+            let pubs = connection
+                .partition_pubs
+                .entry((topic.to_string(), partition))
+                .or_default();
+            pubs.count += count;
+            pubs.last = crate::unix_seconds();
         }
+    }
+
+    /// The partition a publish writes to; a cluster node's `E_FAILED_ON_NOT_LEADER` refusal
+    /// is counted for the partition (the fork's `pub_failed_cnt`: Y1 100 reports 5 for the
+    /// five refused probes of partition 0 on its future leader).
+    fn publish_partition(&self, topic: &str, param: Option<&Vec<u8>>) -> Result<u32, Fail> {
+        let refused = match self.partition(topic, param, false) {
+            Err(fail) if fail.code == "E_FAILED_ON_NOT_LEADER" => fail,
+            other => return other,
+        };
+        let pid = match param {
+            Some(p) => super::parse_partition(p).ok(),
+            None => self
+                .shared
+                .cluster
+                .as_ref()
+                .and_then(|c| c.own_partition(topic)),
+        };
+        if let Some(pid) = pid {
+            *self
+                .store()
+                .pub_refused
+                .entry((topic.to_string(), pid))
+                .or_default() += 1;
+        }
+        Err(refused)
     }
 
     pub(super) async fn pub_trace(
@@ -116,13 +149,14 @@ impl Session {
         }
         self.check_auth()?;
         let topic = self.topic_name(p.first(), "PUB_TRACE")?;
-        let pid = self.partition(&topic, p.get(1), false)?;
+        let pid = self.publish_partition(&topic, p.get(1))?;
         let mut trace = [0u8; 8];
         trace.copy_from_slice(&body[..8]);
         let payload = Bytes::copy_from_slice(&body[8..]);
         let receipt = self
             .shared
             .put(&topic, pid, vec![payload], None, u64::from_be_bytes(trace));
+        self.count_published(&topic, pid, 1);
         let mut reply = b"OK".to_vec();
         reply.extend_from_slice(&receipt.0);
         reply.extend_from_slice(&receipt.1.to_be_bytes());
@@ -144,7 +178,7 @@ impl Session {
         let opts = &self.shared.options;
         let bodies = read_mpub(reader, opts.max_msg_size + 8, opts.max_body_size).await?;
         self.check_auth()?;
-        let pid = self.partition(&topic, p.get(1), false)?;
+        let pid = self.publish_partition(&topic, p.get(1))?;
         let traced = bodies
             .iter()
             .map(|b| {
@@ -167,7 +201,7 @@ impl Session {
         reply.extend_from_slice(&0u64.to_be_bytes());
         reply.extend_from_slice(&first.1.to_be_bytes());
         reply.extend_from_slice(&total.to_be_bytes());
-        self.count_published(&topic, receipts.len() as u64);
+        self.count_published(&topic, pid, receipts.len() as u64);
         self.reply(&reply);
         Ok(())
     }
