@@ -53,14 +53,10 @@ fn channel_name() -> String {
 }
 
 impl NsqReader {
-    pub(crate) async fn open(
-        shared: Arc<Shared>,
-        topic: &str,
-        start: &MessageId,
-        inclusive: bool,
-    ) -> Result<NsqReader> {
+    /// A reader of `topic` on the client's partition, not yet reading anywhere.
+    fn unstarted(shared: Arc<Shared>, topic: &str) -> NsqReader {
         let partition = shared.partition().unwrap_or(0);
-        let mut reader = NsqReader {
+        NsqReader {
             shared,
             topic: topic.to_string(),
             topic_name: SharedStr::interned(topic),
@@ -69,7 +65,16 @@ impl NsqReader {
             http: Vec::new(),
             inner: None,
             peeked: None,
-        };
+        }
+    }
+
+    pub(crate) async fn open(
+        shared: Arc<Shared>,
+        topic: &str,
+        start: &MessageId,
+        inclusive: bool,
+    ) -> Result<NsqReader> {
+        let mut reader = NsqReader::unstarted(shared, topic);
         reader.start_at(start, inclusive).await?;
         Ok(reader)
     }
@@ -81,17 +86,7 @@ impl NsqReader {
         topic: &str,
         offset: ConsumeOffset,
     ) -> Result<NsqReader> {
-        let partition = shared.partition().unwrap_or(0);
-        let mut reader = NsqReader {
-            shared,
-            topic: topic.to_string(),
-            topic_name: SharedStr::interned(topic),
-            channel: String::new(),
-            partition,
-            http: Vec::new(),
-            inner: None,
-            peeked: None,
-        };
+        let mut reader = NsqReader::unstarted(shared, topic);
         reader.start(offset).await?;
         Ok(reader)
     }

@@ -72,12 +72,13 @@ pub fn json(msg: &TsMsg) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use msgstream_facade::msgstream::mq::MessageId;
     use msgstream_facade::msgstream::msg::MsgPosition;
 
-    fn consumed(kind: kinds::Kind, payload: &[u8]) -> TsMsg {
+    /// A message of `kind` as a consumer hands it over (with a position), for printer tests.
+    pub(crate) fn consumed(kind: kinds::Kind, payload: &[u8]) -> TsMsg {
         let mut msg = kinds::build(kind, 1, 5, 2, payload.to_vec()).expect("build");
         msg.position = Some(MsgPosition {
             channel_name: "c0".into(),

@@ -60,17 +60,7 @@ fn pack_json(pack: &MsgPack, index: u64) -> Value {
 mod tests {
     use super::*;
     use crate::commands::kinds;
-    use msgstream_facade::msgstream::msg::{MsgPosition, TsMsg};
-
-    fn consumed(kind: kinds::Kind, payload: &[u8]) -> TsMsg {
-        let mut msg = kinds::build(kind, 1, 5, 2, payload.to_vec()).expect("build");
-        msg.position = Some(MsgPosition {
-            channel_name: "c0".into(),
-            msg_id: msgstream_facade::msgstream::mq::MessageId::from_u64(9),
-            ..MsgPosition::default()
-        });
-        msg
-    }
+    use crate::commands::printed::tests::consumed;
 
     #[test]
     fn json_has_messages_and_positions_a_file_can_hold() {
