@@ -61,6 +61,7 @@ mod tests {
     use super::*;
     use crate::commands::kinds;
     use crate::commands::printed::tests::consumed;
+    use msgstream_facade::msgstream::msg::MsgPosition;
 
     #[test]
     fn json_has_messages_and_positions_a_file_can_hold() {
