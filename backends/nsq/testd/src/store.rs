@@ -142,9 +142,14 @@ impl Channel {
     /// channel reader has already taken the first undelivered message off the queue when the
     /// channel has a backlog; moved back to or before it, that message goes out first, and only
     /// once (Y6 382-407: rewound to `y6-m2` with `y6-m6` and `y6-m7` undelivered, the consumer
-    /// got m6, m2, m3, m4, m5, m7). Moved past it, it is forgotten with everything else.
+    /// got m6, m2, m3, m4, m5, m7). Moved past it, it is forgotten with everything else. An
+    /// ordered channel reads nothing ahead (its backlogs count no read-ahead message: Y4 271
+    /// `golden_c5`, Y8 146), so it is moved exactly as [`Channel::reset`] does.
     #[must_use = "the owners' in-flight counts must be released"]
     pub fn rewind(&mut self, cursor: usize, log: &[Stored], now: Instant) -> Vec<ClientId> {
+        if self.ordered {
+            return self.reset(cursor);
+        }
         let ahead = log
             .get(self.cursor)
             .filter(|m| m.visible_at.is_none_or(|at| at <= now))
