@@ -127,7 +127,18 @@ pub async fn stored_record(admin: &Admin, mq: &MessageQueue, offset: i64) -> (i3
         ],
     );
     let addr = broker_addr(admin, mq).await;
-    let response = remoting.call(&addr, command, TIMEOUT).await.expect("pull");
+    // rocketmq-rust makes an acknowledged message readable a moment later: until then the pull
+    // answers OffsetOverflowOne. Pull again until it is there, within the test's bound.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let response = loop {
+        match remoting.call(&addr, command.clone(), TIMEOUT).await {
+            Ok(response) => break response,
+            Err(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("pull: {e:?}"),
+        }
+    };
     remoting.close();
     let r = &response.body[..];
     assert!(r.len() > 100, "a record at offset {offset}");
