@@ -33,6 +33,7 @@ mod keys;
 mod ledger;
 mod options;
 mod read;
+mod read_placement;
 mod recent;
 pub mod retention;
 mod store;

@@ -8,6 +8,7 @@ use msgstream::{Error, Result};
 
 use crate::codec::decode_properties;
 use crate::keys::{message_id_from_key, message_key, topic_prefix, CF_MESSAGES, CF_PROPERTIES};
+use crate::read_placement::{thread_disk_read_bytes, ReadPlacement};
 use crate::store::{db_error, Db, Store};
 use crate::topics::TopicState;
 
@@ -299,6 +300,8 @@ pub(crate) struct Cursor {
     /// The next id to return.
     pub next: u64,
     scratch: ReadScratch,
+    /// Where its backlog reads run.
+    placement: ReadPlacement,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -316,6 +319,7 @@ impl Cursor {
             topic,
             next,
             scratch: ReadScratch::default(),
+            placement: ReadPlacement::default(),
         }
     }
 
@@ -345,9 +349,7 @@ impl Cursor {
         let mut out = Vec::new();
         loop {
             if self.reads_a_backlog(limit) && on_a_multi_thread_runtime() {
-                // A backlog read goes to table files (and may wait for the disk): the worker
-                // hands its other tasks to another thread for the time of the read.
-                tokio::task::block_in_place(|| self.read(store, limit, &mut out, &mut make))?;
+                self.read_backlog(store, limit, &mut out, &mut make)?;
             } else {
                 self.read(store, limit, &mut out, &mut make)?;
             }
@@ -356,6 +358,30 @@ impl Cursor {
             }
             self.wait(store).await?;
         }
+    }
+
+    /// A backlog read, which goes to table files and may wait for the disk: on the async
+    /// worker while this cursor's reads find their files in memory, else with the worker's
+    /// other tasks handed to another thread for its time (see [`ReadPlacement`]).
+    fn read_backlog<T>(
+        &mut self,
+        store: &Store,
+        limit: usize,
+        out: &mut Vec<T>,
+        make: impl FnMut(StoredMessage) -> T,
+    ) -> Result<()> {
+        let before = thread_disk_read_bytes();
+        let read = if before.is_some() && !self.placement.off_worker() {
+            self.read(store, limit, out, make)
+        } else {
+            tokio::task::block_in_place(|| self.read(store, limit, out, make))
+        };
+        // Measured on this thread: `block_in_place` runs the read here too.
+        let fetched = before
+            .zip(thread_disk_read_bytes())
+            .map(|(before, after)| after > before);
+        self.placement.record(fetched);
+        read
     }
 
     /// Whether the next read of up to `limit` messages is a backlog read: at least
@@ -587,36 +613,83 @@ mod tests {
         }
     }
 
-    /// A backlog read runs off the async worker: while it reads, the worker's other tasks go
-    /// on. With a single worker, a read that held it would keep the other task from running
-    /// until the read is over, and the read here waits for that task.
+    /// Writes `count` messages to topic `t` of a queue in `dir` and leaves them in table files
+    /// only (the queue closed, its memtables flushed).
+    fn backlog_in_table_files(dir: &std::path::Path, count: usize) {
+        let mut options = RocksmqOptions::new(dir);
+        options.retention_interval = None;
+        let engine = Rocksmq::open(options).expect("open");
+        engine.topic_or_create("t").expect("topic");
+        let batch = (0..count)
+            .map(|i| ProducerMessage::new(format!("m{i}")))
+            .collect();
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(engine.produce("t", batch))
+            .expect("produce");
+        engine.close();
+        let db_options = crate::database_options();
+        let families = rocksdb::DB::list_cf(&db_options, dir).expect("column families");
+        let db = rocksdb::DB::open_cf(&db_options, dir, &families).expect("raw open");
+        for name in &families {
+            db.flush_cf(db.cf_handle(name).expect("cf")).expect("flush");
+        }
+    }
+
+    /// Asks the kernel to drop the queue's table files from the page cache, so that the next
+    /// read of them waits for the disk. The files are flushed and synced, so their pages are
+    /// clean and go.
+    fn evict_table_files(dir: &std::path::Path) {
+        for entry in std::fs::read_dir(dir).expect("queue dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "sst") {
+                let file = std::fs::File::open(&path).expect("table file");
+                rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
+            }
+        }
+    }
+
+    /// Once a backlog read has waited for the disk, the cursor's next backlog reads run off the
+    /// async worker: while one reads, the worker's other tasks go on. With a single worker, a
+    /// read that held it would keep the other task from running until the read is over, and
+    /// the read here waits for that task.
+    #[cfg(target_os = "linux")]
     #[test]
-    fn a_backlog_read_lets_the_workers_other_tasks_run() {
+    fn after_a_read_from_disk_backlog_reads_let_the_workers_other_tasks_run() {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .expect("runtime");
         let dir = tempfile::tempdir().expect("tempdir");
+        let batch = READAHEAD_MIN_MESSAGES;
+        backlog_in_table_files(dir.path(), 2 * batch);
+        evict_table_files(dir.path());
         let mut options = RocksmqOptions::new(dir.path());
         options.retention_interval = None;
-        let engine = Rocksmq::open(options).expect("open");
+        let engine = Rocksmq::open(options).expect("reopen");
         let topic = engine.topic_or_create("t").expect("topic");
-        let batch = (0..2 * READAHEAD_MIN_MESSAGES)
-            .map(|i| ProducerMessage::new(format!("m{i}")))
-            .collect();
-        runtime
-            .block_on(engine.produce("t", batch))
-            .expect("produce");
+        let mut cursor = Cursor::new(topic, FIRST_MESSAGE_ID);
         let (ran, other_ran) = std::sync::mpsc::channel::<()>();
         let read = runtime.block_on(async {
-            let mut cursor = Cursor::new(topic, FIRST_MESSAGE_ID);
+            evict_table_files(dir.path());
+            let first = cursor
+                .next_batch(&engine.inner.store, batch, |m| m.id)
+                .await
+                .expect("first read");
+            assert_eq!(first.len(), batch);
+            assert!(
+                cursor.placement.off_worker(),
+                "the first read fetched its table file from the disk"
+            );
+            evict_table_files(dir.path());
             let reader = engine.clone();
             let other_ran = std::sync::Mutex::new(other_ran);
             let reading = tokio::spawn(async move {
                 let mut first = true;
                 cursor
-                    .next_batch(&reader.inner.store, 1024, |m| {
+                    .next_batch(&reader.inner.store, batch, |m| {
                         if std::mem::take(&mut first) {
                             other_ran
                                 .lock()
@@ -633,6 +706,40 @@ mod tests {
             other.await.expect("the other task").expect("signalled");
             read
         });
-        assert_eq!(read.expect("read").len(), 2 * READAHEAD_MIN_MESSAGES);
+        assert_eq!(read.expect("read").len(), batch);
+    }
+
+    /// Backlog reads that find their files in memory run on the worker (no hand-off of its
+    /// other tasks), read for read.
+    #[test]
+    fn backlog_reads_served_from_memory_stay_on_the_worker() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("runtime");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let batch = READAHEAD_MIN_MESSAGES;
+        backlog_in_table_files(dir.path(), 4 * batch);
+        let mut options = RocksmqOptions::new(dir.path());
+        options.retention_interval = None;
+        let engine = Rocksmq::open(options).expect("reopen");
+        let topic = engine.topic_or_create("t").expect("topic");
+        let mut cursor = Cursor::new(topic, FIRST_MESSAGE_ID);
+        runtime.block_on(async {
+            // The first read may bring the files in; the ones after find them cached.
+            cursor
+                .next_batch(&engine.inner.store, batch, |m| m.id)
+                .await
+                .expect("first read");
+            cursor.placement = ReadPlacement::default();
+            for _ in 0..3 {
+                let read = cursor
+                    .next_batch(&engine.inner.store, batch, |m| m.id)
+                    .await
+                    .expect("read");
+                assert_eq!(read.len(), batch);
+                assert!(!cursor.placement.off_worker());
+            }
+        });
     }
 }
