@@ -8,12 +8,19 @@
 //! block whose mark reaches `ts`. So a time search is a binary search over the marks (a
 //! RocksDB read per step: O(log n)) and then one block of messages, read forward.
 //!
-//! The marks are written by the writer in the same `WriteBatch` as the messages they cover
-//! (one entry per block an append touches), so they are exactly as durable as the messages:
-//! after any crash, the mark of the newest block covers every message that survived. A
-//! message sent without a timestamp counts as the largest possible one, which keeps searches
-//! exact (they then read from that message on). Retention deletes the marks of the blocks it
-//! deletes entirely, in the write that deletes their messages.
+//! A block's mark is written when the block is complete, by the append that writes its last
+//! id, in the same `WriteBatch` as those messages, so it is exactly as durable as they are.
+//! The open (newest, incomplete) block has no mark, and a missing mark reads as the largest
+//! possible one, so a search that gets past the complete blocks reads the open block (at most
+//! `BLOCK - 1` messages): exact after any crash, since no mark can lag behind the messages
+//! that survived. A single-message append therefore writes one RocksDB record, not two, all
+//! but once per block. The high-water mark the next block's mark starts from is kept in
+//! memory; after an open, the first append works it out from the last mark and the open
+//! block's messages (see [`crate::topics::open_block_high`]). A message sent without a
+//! timestamp counts as the largest possible one, which keeps searches exact (they then read
+//! from that message on); a mark of that value is not written (missing reads the same).
+//! Retention deletes the marks of the blocks it deletes entirely, in the write that deletes
+//! their messages.
 //!
 //! A topic written by a version without the index has no [`crate::keys::time_from_key`]
 //! record: its index starts at the first append of this version, which writes that record,
@@ -36,8 +43,8 @@ pub(crate) fn block_start(id: u64) -> u64 {
 
 /// The marks one append writes: for messages with ids from `first_id` on and the given
 /// timestamps, starting from the topic's high-water mark `high` before them, calls `mark` with
-/// each touched block's first id and its mark at the end of the append's part of it (in block
-/// order, once per block, allocating nothing). Returns the new high-water mark.
+/// the first id and mark of each block the append completes (writes the last id of), in block
+/// order, allocating nothing. Returns the new high-water mark.
 pub(crate) fn append_marks(
     first_id: u64,
     high: u64,
@@ -45,17 +52,11 @@ pub(crate) fn append_marks(
     mut mark: impl FnMut(u64, u64),
 ) -> u64 {
     let mut high = high;
-    let mut open: Option<u64> = None;
     for (id, timestamp) in (first_id..).zip(timestamps) {
-        let block = block_start(id);
-        if let Some(done) = open.filter(|&open| open != block) {
-            mark(done, high);
-        }
-        open = Some(block);
         high = high.max(timestamp.unwrap_or(u64::MAX));
-    }
-    if let Some(last) = open {
-        mark(last, high);
+        if id % BLOCK == BLOCK - 1 {
+            mark(block_start(id), high);
+        }
     }
     high
 }
@@ -90,7 +91,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_append_marks_each_block_it_touches_with_its_running_maximum() {
+    fn an_append_marks_each_block_it_completes_with_its_running_maximum() {
         fn marks(first: u64, high: u64, stamps: &[Option<u64>]) -> (Vec<(u64, u64)>, u64) {
             let mut marks = Vec::new();
             let high = append_marks(first, high, stamps.iter().copied(), |b, m| {
@@ -98,23 +99,26 @@ mod tests {
             });
             (marks, high)
         }
+        // Ids 250..=549: blocks 0 and 256 complete, 512 stays open.
         let stamps: Vec<Option<u64>> = (0..300)
             .map(|i| Some(if i == 3 { 900 } else { i }))
             .collect();
-        assert_eq!(
-            marks(250, 5, &stamps),
-            (vec![(0, 900), (256, 900), (512, 900)], 900)
-        );
+        assert_eq!(marks(250, 5, &stamps), (vec![(0, 900), (256, 900)], 900));
         let stamps: Vec<Option<u64>> = (0..300).map(|i| Some(i + 10)).collect();
         assert_eq!(
             marks(250, 5, &stamps),
-            (vec![(0, 15), (256, 271), (512, 309)], 309),
-            "a block's mark is the maximum up to its last message of the append"
+            (vec![(0, 15), (256, 271)], 309),
+            "a block's mark is the maximum up to its last message"
         );
         assert_eq!(
             marks(1, 0, &[Some(3), None, Some(4)]),
-            (vec![(0, u64::MAX)], u64::MAX),
-            "no timestamp: the largest possible"
+            (vec![], u64::MAX),
+            "no timestamp: the largest possible; no block completed"
+        );
+        assert_eq!(
+            marks(255, 7, &[Some(3)]),
+            (vec![(0, 7)], 7),
+            "the last id of a block"
         );
         assert_eq!(marks(7, 42, &[]), (vec![], 42));
     }

@@ -124,6 +124,128 @@ fn index_records(mq: &Rocksmq, topic: u64) -> usize {
         .expect("index records")
 }
 
+/// A stamped message at `time`, its payload a tick at the same time.
+fn at(time: u64) -> ProducerMessage {
+    ProducerMessage {
+        timestamp: Some(time),
+        ..ProducerMessage::new(TsMsg::time_tick(time).encode())
+    }
+}
+
+/// Single-message appends write a mark only with the last message of a block (and none of
+/// the largest possible value, which a missing mark reads as); searches stay exact, the open
+/// block included, across a reopen too.
+#[tokio::test]
+async fn a_block_is_marked_once_when_it_is_complete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let mq = open(&dir, 64 << 20);
+        mq.create_topic("t").expect("topic");
+        let topic = mq.topic("t").expect("topic").id;
+        for i in 0..600 {
+            mq.produce("t", vec![message(i, Some(ts(i)))])
+                .await
+                .expect("produce");
+        }
+        // Ids 1..=600: blocks 0 and 256 complete, 512 open.
+        assert_eq!(
+            index_records(&mq, topic),
+            3,
+            "the start record and two marks"
+        );
+        check(&mq, 0, 600, BLOCK);
+        mq.create_topic("u").expect("topic");
+        let unstamped = mq.topic("u").expect("topic").id;
+        for i in 0..600 {
+            mq.produce("u", vec![message(i, None)])
+                .await
+                .expect("produce");
+        }
+        assert_eq!(index_records(&mq, unstamped), 1, "the start record alone");
+    }
+    let mq = open(&dir, 64 << 20);
+    check(&mq, 0, 600, BLOCK);
+    write(&mq, 600, 1100, |i| Some(ts(i))).await;
+    check(&mq, 0, 1100, BLOCK);
+}
+
+/// The mark of a block completed after a reopen covers the messages it held before: here
+/// the block's highest timestamp was written before the reopen, all after it are lower.
+#[tokio::test]
+async fn a_block_completed_after_a_reopen_is_marked_with_what_it_held_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let mq = open(&dir, 64 << 20);
+        mq.create_topic("t").expect("topic");
+        let mut batch: Vec<ProducerMessage> = (0..99).map(at).collect();
+        batch.push(at(10_000));
+        mq.produce("t", batch).await.expect("produce ids 1..=100");
+    }
+    let mq = open(&dir, 64 << 20);
+    for time in 100..400 {
+        mq.produce("t", vec![at(time)]).await.expect("produce");
+    }
+    // Block 0 (ids 1..=255) is complete and marked; 10,000 is id 100's.
+    assert_eq!(mq.position_at_time("t", 5_000).expect("search"), 100);
+    assert_eq!(mq.position_at_time("t", 10_000).expect("search"), 100);
+    assert_eq!(mq.position_at_time("t", 10_001).expect("search"), 401);
+}
+
+/// Retention may delete every block below the open one with its mark: the mark the open
+/// block gets then starts from the messages that remain, and searches stay exact and short.
+#[tokio::test]
+async fn a_block_completed_after_retention_deleted_the_one_before_is_marked_from_what_remains() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let mq = open(&dir, 40);
+        mq.create_topic("t").expect("topic");
+        write(&mq, 0, 300, |i| Some(ts(i))).await;
+        mq.create_consumer_group("t", "g", InitialPosition::Earliest)
+            .expect("group");
+        mq.ack("t", "g", 280).expect("ack");
+        mq.run_retention().expect("retention");
+    }
+    let mq = open(&dir, 40);
+    let oldest = mq
+        .oldest_message_id("t")
+        .expect("oldest")
+        .expect("some left");
+    assert!(
+        (BLOCK..300).contains(&oldest),
+        "retention left part of the open block: {oldest}"
+    );
+    write(&mq, 300, 1000, |i| Some(ts(i))).await;
+    check(&mq, oldest - FIRST_MESSAGE_ID, 1000, BLOCK);
+}
+
+/// A database written by the version that marked every append holds a mark for its open
+/// block, which appends of this version would no longer raise: the first append after the
+/// open removes it, so later messages of the block are found.
+#[tokio::test]
+async fn a_mark_of_the_open_block_from_an_older_version_is_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topic = {
+        let mq = open(&dir, 64 << 20);
+        mq.create_topic("t").expect("topic");
+        let batch: Vec<ProducerMessage> = (0..10).map(at).collect();
+        mq.produce("t", batch).await.expect("produce ids 1..=10");
+        let topic = mq.topic("t").expect("topic").id;
+        mq.inner
+            .store
+            .with(|db| {
+                db.db
+                    .put_cf(db.cf(CF_META)?, time_mark_key(topic, 0), 9u64.to_be_bytes())
+                    .map_err(|e| crate::store::db_error("writing an old mark", e))
+            })
+            .expect("old mark");
+        topic
+    };
+    let mq = open(&dir, 64 << 20);
+    mq.produce("t", vec![at(500)]).await.expect("produce id 11");
+    assert_eq!(index_records(&mq, topic), 1, "the old mark is gone");
+    assert_eq!(mq.position_at_time("t", 100).expect("search"), 11);
+}
+
 /// A block begun after a reopen starts from the recovered high-water mark, not from its own
 /// messages: here they are all below a timestamp the block before ended with.
 #[tokio::test]

@@ -39,8 +39,13 @@ pub(crate) struct Tail {
     /// First id the time index covers ([`time_index::NOT_STARTED`] before the first append of
     /// a version that keeps one).
     pub time_from: u64,
-    /// The time index's high-water mark: the largest timestamp of the indexed messages.
+    /// The time index's high-water mark: the largest timestamp of the indexed messages (when
+    /// `time_high_known`).
     pub time_high: u64,
+    /// Whether `time_high` is current. An open leaves it unknown: the messages of a topic's
+    /// open index block have no mark yet, so the mark is worked out from them by the first
+    /// append after the open ([`open_block_high`]), not by the open itself.
+    pub time_high_known: bool,
 }
 
 /// A [`Tail`] in atomics rather than under a mutex: a single-message append reads and moves
@@ -52,6 +57,7 @@ struct TailCell {
     page_bytes: AtomicU64,
     time_from: AtomicU64,
     time_high: AtomicU64,
+    time_high_known: AtomicBool,
 }
 
 impl TailCell {
@@ -62,6 +68,7 @@ impl TailCell {
             page_bytes: AtomicU64::new(tail.page_bytes),
             time_from: AtomicU64::new(tail.time_from),
             time_high: AtomicU64::new(tail.time_high),
+            time_high_known: AtomicBool::new(tail.time_high_known),
         }
     }
 
@@ -72,6 +79,7 @@ impl TailCell {
             page_bytes: self.page_bytes.load(Ordering::Acquire),
             time_from: self.time_from.load(Ordering::Acquire),
             time_high: self.time_high.load(Ordering::Acquire),
+            time_high_known: self.time_high_known.load(Ordering::Acquire),
         }
     }
 
@@ -80,6 +88,8 @@ impl TailCell {
         self.page_bytes.store(tail.page_bytes, Ordering::Release);
         self.time_from.store(tail.time_from, Ordering::Release);
         self.time_high.store(tail.time_high, Ordering::Release);
+        self.time_high_known
+            .store(tail.time_high_known, Ordering::Release);
         self.next_id.store(tail.next_id, Ordering::Release);
     }
 }
@@ -314,6 +324,7 @@ fn initial_tail() -> Tail {
         page_bytes: 0,
         time_from: time_index::NOT_STARTED,
         time_high: 0,
+        time_high_known: true,
     }
 }
 
@@ -393,44 +404,97 @@ fn recover_tail(db: &Db<'_>, topic: u64) -> Result<Tail> {
         iter.status()
             .map_err(|e| db_error("recovering a topic tail", e))?;
     }
-    let (time_from, time_high) = recover_time_index(db, topic, next_id)?;
     Ok(Tail {
         next_id,
         page_first,
         page_bytes,
-        time_from,
-        time_high,
+        time_from: recover_time_index_start(db, topic)?,
+        time_high: 0,
+        time_high_known: false,
     })
 }
 
-/// The time index's start and high-water mark (see [`crate::time_index`]): the mark of the
-/// newest block, written with its newest message. A topic without the start record has no
-/// index yet ([`time_index::NOT_STARTED`]).
-fn recover_time_index(db: &Db<'_>, topic: u64, next_id: u64) -> Result<(u64, u64)> {
-    let meta = db.cf(CF_META)?;
-    let read = |key: &[u8], what: &str| -> Result<Option<u64>> {
-        let stored = db
-            .db
-            .get_pinned_cf(meta, key)
-            .map_err(|e| db_error("reading the time index", e))?;
-        Ok(stored.map(|bytes| match decode_u64(what, &bytes) {
-            Ok(value) => value,
-            Err(e) => {
-                tracing::warn!(topic, error = %e, "rocksmq: a time index record does not decode; \
-                    read as the largest possible value");
-                u64::MAX
-            }
-        }))
-    };
-    let Some(time_from) = read(&time_from_key(topic), "time index start")? else {
-        return Ok((time_index::NOT_STARTED, 0));
-    };
-    if next_id <= time_from {
-        return Ok((time_from, 0));
+/// A time index record of `topic` (the start or a mark), `u64::MAX` if it does not decode
+/// (logged): a damaged record makes searches longer, never wrong.
+fn read_time_record(db: &Db<'_>, topic: u64, key: &[u8], what: &str) -> Result<Option<u64>> {
+    let stored = db
+        .db
+        .get_pinned_cf(db.cf(CF_META)?, key)
+        .map_err(|e| db_error("reading the time index", e))?;
+    Ok(stored.map(|bytes| match decode_u64(what, &bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            tracing::warn!(topic, error = %e, "rocksmq: a time index record does not decode; \
+                read as the largest possible value");
+            u64::MAX
+        }
+    }))
+}
+
+/// The first id the time index covers; a topic without the start record has no index yet
+/// ([`time_index::NOT_STARTED`]).
+fn recover_time_index_start(db: &Db<'_>, topic: u64) -> Result<u64> {
+    Ok(
+        read_time_record(db, topic, &time_from_key(topic), "time index start")?
+            .unwrap_or(time_index::NOT_STARTED),
+    )
+}
+
+/// The high-water mark a topic's appends continue from after an open (see
+/// [`crate::time_index`]): the mark of its last complete block, raised by the timestamps of
+/// the indexed messages of its open block, read back and decoded (a payload without one
+/// counts as the largest possible timestamp). At most `BLOCK - 1` messages, read once per
+/// topic, by its first append after the open.
+pub(crate) fn open_block_high(db: &Db<'_>, topic: &TopicState, tail: &Tail) -> Result<u64> {
+    if tail.time_from == time_index::NOT_STARTED || tail.next_id <= tail.time_from {
+        return Ok(0);
     }
-    let newest = time_index::block_start(next_id - 1);
-    let high = read(&time_mark_key(topic, newest), "time index mark")?.unwrap_or(u64::MAX);
-    Ok((time_from, high))
+    let open = time_index::block_start(tail.next_id);
+    let previous = open.saturating_sub(time_index::BLOCK);
+    let mut high = if time_index::block_start(tail.time_from) < open {
+        match read_time_record(
+            db,
+            topic.id,
+            &time_mark_key(topic.id, previous),
+            "time index mark",
+        )? {
+            Some(mark) => mark,
+            // No mark: all of the block's messages were unstamped (a mark of the largest value
+            // is not written), or retention deleted the whole block with its mark. Searches
+            // never reach below the oldest message, so deleted history raises nothing.
+            None if holds_messages(db, topic.id, previous..open)? => u64::MAX,
+            None => 0,
+        }
+    } else {
+        0
+    };
+    let from = open.max(tail.time_from);
+    if from >= tail.next_id || high == u64::MAX {
+        return Ok(high);
+    }
+    let mut options = rocksdb::ReadOptions::default();
+    options.set_iterate_upper_bound(message_key(topic.id, tail.next_id));
+    let mut iter = db.db.raw_iterator_cf_opt(db.cf(CF_MESSAGES)?, options);
+    iter.seek(message_key(topic.id, from));
+    while let Some(payload) = iter.value() {
+        high = high.max(msgstream::mq::message_timestamp(payload).unwrap_or(u64::MAX));
+        iter.next();
+    }
+    iter.status()
+        .map_err(|e| db_error("reading a topic's open index block", e))?;
+    Ok(high)
+}
+
+/// Whether `topic` holds any message with an id in `ids`.
+fn holds_messages(db: &Db<'_>, topic: u64, ids: std::ops::Range<u64>) -> Result<bool> {
+    let mut options = rocksdb::ReadOptions::default();
+    options.set_iterate_upper_bound(message_key(topic, ids.end));
+    let mut iter = db.db.raw_iterator_cf_opt(db.cf(CF_MESSAGES)?, options);
+    iter.seek(message_key(topic, ids.start));
+    let found = iter.valid();
+    iter.status()
+        .map_err(|e| db_error("looking for a topic's messages", e))?;
+    Ok(found)
 }
 
 /// The topic's [`PageMark`], if it has one. The mark only saves reading, so one that does not

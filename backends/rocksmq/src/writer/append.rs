@@ -14,7 +14,7 @@ use crate::keys::{
 };
 use crate::store::{db_error, is_stall, Db};
 use crate::time_index;
-use crate::topics::{Tail, TopicState};
+use crate::topics::{open_block_high, Tail, TopicState};
 
 /// The `WriteBatch` size of the messages of `batches` (header, then per message its record's
 /// tag, column family, key and payload with their lengths), properties and page records aside:
@@ -26,8 +26,8 @@ pub(super) fn batch_bytes<'m>(batches: impl IntoIterator<Item = &'m [ProducerMes
     const HEADER: usize = 12;
     /// Tag, column-family id and the two length varints, at most.
     const RECORD: usize = 1 + 5 + 5 + 5;
-    /// A time index mark (tag, column family, key and value with their lengths): one per
-    /// append, two when it crosses a block (see [`crate::time_index`]).
+    /// Time index marks (tag, column family, key and value with their lengths): one for each
+    /// block an append completes (see [`crate::time_index`]); room for two.
     const TIME_MARKS: usize = 2 * (RECORD + 17 + 8);
     let messages = batches.into_iter().flatten();
     HEADER
@@ -42,7 +42,7 @@ pub(super) struct Appender<'a, 'db> {
     db: &'a Db<'db>,
     batch: rocksdb::WriteBatch,
     messages_cf: &'a rocksdb::ColumnFamily,
-    /// Looked up once: every append writes a time index mark into it.
+    /// Looked up once: the time index marks go into it.
     meta_cf: &'a rocksdb::ColumnFamily,
     page_size: u64,
 }
@@ -101,24 +101,34 @@ impl<'a, 'db> Appender<'a, 'db> {
             self.batch
                 .put_cf(self.meta_cf, page_mark_key(topic.id), mark.encode());
         }
-        self.index_times(topic, before.next_id, tail, messages);
+        self.index_times(topic, before.next_id, tail, messages)?;
         Ok(before.next_id..tail.next_id)
     }
 
-    /// Adds the time index marks of the blocks `messages` (ids from `first_id` on) touch, and
+    /// Adds the time index marks of the blocks `messages` (ids from `first_id` on) complete, and
     /// the index's start record with a topic's first indexed append (see
-    /// [`crate::time_index`]).
+    /// [`crate::time_index`]). The first append after an open works out the high-water mark
+    /// it continues from, and removes a mark its open block may hold from an older version,
+    /// which marked blocks before they were complete.
     fn index_times(
         &mut self,
         topic: &TopicState,
         first_id: u64,
         tail: &mut Tail,
         messages: &[ProducerMessage],
-    ) {
+    ) -> Result<()> {
         if messages.is_empty() {
-            return;
+            return Ok(());
         }
         let meta = self.meta_cf;
+        if !tail.time_high_known {
+            tail.time_high = open_block_high(self.db, topic, tail)?;
+            tail.time_high_known = true;
+            let open = time_index::block_start(first_id);
+            if open < first_id {
+                self.batch.delete_cf(meta, time_mark_key(topic.id, open));
+            }
+        }
         if tail.time_from == time_index::NOT_STARTED {
             tail.time_from = first_id;
             self.batch
@@ -128,8 +138,12 @@ impl<'a, 'db> Appender<'a, 'db> {
         let batch = &mut self.batch;
         tail.time_high =
             time_index::append_marks(first_id, tail.time_high, stamps, |block, mark| {
-                batch.put_cf(meta, time_mark_key(topic.id, block), mark.to_be_bytes());
+                // A missing mark reads as the largest possible: that one need not be written.
+                if mark != u64::MAX {
+                    batch.put_cf(meta, time_mark_key(topic.id, block), mark.to_be_bytes());
+                }
             });
+        Ok(())
     }
 
     /// Writes the batch with the write options of the appender's `Db`. `Ok(false)`: RocksDB
@@ -169,6 +183,7 @@ mod tests {
         Tail {
             time_from: crate::time_index::NOT_STARTED,
             time_high: 0,
+            time_high_known: true,
             next_id,
             page_first,
             page_bytes,
