@@ -130,6 +130,14 @@ async fn run<R: Runs>(
         if sent.ticks > 0 {
             ctx.signal.add_ticks_queued(sent.ticks);
         }
+        // A receive and a hand-over need not wait (a backlog is read from memory; the queue
+        // has room), so without this a pump would go on until its queue is full or its
+        // channel read, and the other pumps and the application's task on its worker would
+        // wait for it: a stream over many channels would deliver its first pack only after
+        // reading a queue's worth of every channel, and then cut packs alone while the pumps
+        // idle. Taking turns after each hand-over keeps the channels level and the
+        // application fed (about 5 % more throughput in the tt bench at 16 channels).
+        tokio::task::yield_now().await;
         if sent.closed {
             let _ = (&mut *stop).await;
             return parked;

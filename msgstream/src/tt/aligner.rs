@@ -66,10 +66,10 @@ struct ChannelState {
 pub struct TimetickAligner {
     channels: Vec<ChannelState>,
     last_end: u64,
-    /// [`Self::watermark`], kept up to date: it changes only with a tick or a pack, and the
-    /// driver asks for it (through [`Self::next_channel`]) once per message.
-    watermark: Option<u64>,
-    /// [`Self::next_channel`], kept up to date for the same reason.
+    /// [`Self::next_channel`], kept up to date: the driver asks for it once per read. It is the
+    /// first channel that lags (no tick above the last end), so a raised tick moves it only
+    /// when it raises that channel, and then on from there: a pack over `n` channels costs
+    /// O(n) of these updates, not a scan of every channel per tick.
     reading: Option<usize>,
     late_policy: LatePolicy,
     buffered: usize,
@@ -96,7 +96,6 @@ impl TimetickAligner {
         let mut aligner = TimetickAligner {
             channels,
             last_end: 0,
-            watermark: None,
             reading: None,
             late_policy,
             buffered: 0,
@@ -107,22 +106,19 @@ impl TimetickAligner {
         aligner
     }
 
-    /// Recomputes the watermark and the channel to read after a tick or a pack (the only
-    /// changes of `last_tick` and `last_end`).
+    /// Recomputes the channel to read after the last end moved (a pack, a resume).
     fn refresh(&mut self) {
-        self.watermark = self
-            .channels
-            .iter()
-            .map(|c| c.last_tick)
-            .try_fold(u64::MAX, |min, t| t.map(|t| min.min(t)));
+        self.reading = self.first_lagging(0);
+    }
+
+    /// The first channel from `from` on that lags: no tick yet, or none above the last end.
+    fn first_lagging(&self, from: usize) -> Option<usize> {
         let last_end = self.last_end;
-        self.reading = if self.watermark.is_some_and(|w| w > last_end) {
-            None
-        } else {
-            self.channels
-                .iter()
-                .position(|c| c.last_tick.is_none_or(|t| t <= last_end))
-        };
+        self.channels
+            .get(from..)?
+            .iter()
+            .position(|c| c.last_tick.is_none_or(|t| t <= last_end))
+            .map(|i| i + from)
     }
 
     /// An aligner resuming from stored positions (one per channel, in subscription order): the
@@ -161,7 +157,10 @@ impl TimetickAligner {
 
     /// Min over channels of the last tick; `None` until every channel has ticked.
     pub fn watermark(&self) -> Option<u64> {
-        self.watermark
+        self.channels
+            .iter()
+            .map(|c| c.last_tick)
+            .try_fold(u64::MAX, |min, t| t.map(|t| min.min(t)))
     }
 
     /// `end_ts` of the last pack emitted (or the resume timestamp).
@@ -214,8 +213,9 @@ impl TimetickAligner {
             // a pack is cut the last item read on every channel is a tick: its position is the
             // fallback resume point, and only ticks need to be remembered (no clone per message).
             state.last_tick_read = msg.position;
-            if raised {
-                self.refresh();
+            // Only the first lagging channel's tick moves the channel to read.
+            if raised && self.reading == Some(channel) && tick > last_end {
+                self.reading = self.first_lagging(channel + 1);
             }
             return Ok(());
         }
@@ -338,6 +338,10 @@ impl TimetickAligner {
 
     /// Cuts the next pack if the watermark has risen above the last `end_ts`.
     pub fn pop_pack(&mut self) -> Option<MsgPack> {
+        // A channel still to read: no pack yet (and no scan of every channel's tick).
+        if self.reading.is_some() {
+            return None;
+        }
         let watermark = self.watermark().filter(|w| *w > self.last_end)?;
         let begin_ts = self.last_end;
         let mut msgs = Vec::with_capacity(self.buffered);
