@@ -31,6 +31,34 @@ pub(crate) fn msgstream(args: &[&str], env: &[(&str, &str)]) -> Output {
     command(args, &env).output().expect("run msgstream")
 }
 
+/// `msgstream args` with `env`, which must succeed: its standard output.
+pub(crate) fn msgstream_ok(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = msgstream(args, env);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// A rocksmq database in a temporary directory, for CLI runs that share it: each run is a
+/// process of its own, so only a persistent backend keeps data between them.
+pub(crate) struct TempDb {
+    _dir: tempfile::TempDir,
+    /// The database's path, as `MSGSTREAM_ROCKSMQ__PATH` takes it.
+    pub(crate) path: String,
+}
+
+impl TempDb {
+    pub(crate) fn new() -> TempDb {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("db").to_string_lossy().into_owned();
+        TempDb { _dir: dir, path }
+    }
+
+    /// The environment that points the CLI at it.
+    pub(crate) fn env(&self) -> [(&str, &str); 1] {
+        [("MSGSTREAM_ROCKSMQ__PATH", self.path.as_str())]
+    }
+}
+
 pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -501,11 +529,7 @@ fn produce_consume_positions_topics_groups() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     let env = [("MSGSTREAM_ROCKSMQ__PATH", db.to_str().expect("utf-8 path"))];
-    let run = |args: &[&str]| {
-        let out = msgstream(args, &env);
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-        stdout(&out)
-    };
+    let run = |args: &[&str]| msgstream_ok(args, &env);
     let out = run(&[
         "produce",
         "--channels",

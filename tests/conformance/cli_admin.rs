@@ -8,7 +8,7 @@ use std::process::{Child, Stdio};
 
 use serde_json::Value;
 
-use crate::cli::{command, msgstream, stderr};
+use crate::cli::{command, msgstream, msgstream_ok, stderr, TempDb};
 
 /// A running `msgstream admin`, killed when dropped.
 pub(crate) struct Admin {
@@ -116,12 +116,10 @@ fn admin_api_shows_channels_lag_and_the_watermark_holder() {
     if !cfg!(feature = "rocksmq") {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("db").to_string_lossy().into_owned();
-    let env = [("MSGSTREAM_ROCKSMQ__PATH", db.as_str())];
+    let temp = TempDb::new();
+    let db = temp.path.clone();
     let run = |args: &[&str]| {
-        let out = msgstream(args, &env);
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        msgstream_ok(args, &temp.env());
     };
     run(&[
         "produce",

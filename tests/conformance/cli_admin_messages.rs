@@ -9,8 +9,8 @@ use std::net::TcpStream;
 
 use serde_json::Value;
 
-use crate::cli::{msgstream, stderr, stdout};
-use crate::cli_admin::{http, json, start_admin, Admin};
+use crate::cli::{msgstream, msgstream_ok, stderr, TempDb};
+use crate::cli_admin::{http, json, start_admin, start_admin_with, Admin};
 
 fn get(admin: &Admin, path: &str) -> (u16, Value) {
     let (status, body) = http(&admin.address, "GET", path, "");
@@ -44,14 +44,9 @@ fn the_browser_shows_what_consume_prints_and_moves_nothing() {
     if !cfg!(feature = "rocksmq") {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("db").to_string_lossy().into_owned();
-    let env = [("MSGSTREAM_ROCKSMQ__PATH", db.as_str())];
-    let run = |args: &[&str]| {
-        let out = msgstream(args, &env);
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-        stdout(&out)
-    };
+    let temp = TempDb::new();
+    let db = temp.path.clone();
+    let run = |args: &[&str]| msgstream_ok(args, &temp.env());
     run(&[
         "produce",
         "--channels",
@@ -140,6 +135,11 @@ fn the_browser_shows_what_consume_prints_and_moves_nothing() {
         ("channel=nope", 404, "unknown_channel"),
         ("channel=a&from=abc", 400, "bad_parameter"),
         ("channel=a&from_time=noon", 400, "bad_parameter"),
+        (
+            "channel=a&from_time=1970-01-01T00:00:00Z",
+            400,
+            "bad_parameter",
+        ),
         ("channel=a&limit=100000", 400, "page_too_large"),
         ("channel=a&from=99999", 416, "past_end"),
         ("channel=a&form=1", 400, "bad_parameter"),
@@ -166,6 +166,26 @@ fn the_browser_shows_what_consume_prints_and_moves_nothing() {
         "1",
     ]);
     assert_eq!(next.trim_end(), lines[4], "{next}");
+
+    // A date is a time only where timestamps are hybrid: refused above (opaque, the
+    // default), taken here (the epoch is hybrid timestamp 0, so the page starts at the first
+    // message).
+    let hybrid = start_admin_with(
+        &[
+            ("MSGSTREAM_ROCKSMQ__PATH", std::ffi::OsStr::new(&db)),
+            (
+                "MSGSTREAM_STREAM__TIMESTAMPS",
+                std::ffi::OsStr::new("hybrid"),
+            ),
+        ],
+        &[],
+    );
+    let (status, page) = get(
+        &hybrid,
+        "/api/messages?channel=a&from_time=1970-01-01T00:00:00Z&limit=1",
+    );
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["messages"][0]["id"], ids[0], "{page}");
 }
 
 /// The status answered to `/api/messages` asked with another site's Host (DNS rebinding).
@@ -219,7 +239,7 @@ fn without_readers_the_browser_says_unavailable() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let os_env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, OsStr::new(*v))).collect();
-    let admin = crate::cli_admin::start_admin_with(&os_env, &[]);
+    let admin = start_admin_with(&os_env, &[]);
     let (status, page) = get(&admin, &format!("/api/messages?channel={channel}"));
     assert_eq!(status, 200, "{page}");
     assert_eq!(

@@ -3,23 +3,26 @@
 
 use serde_json::Value;
 
-use crate::cli::{msgstream, stderr, stdout};
+use crate::cli::{msgstream, msgstream_ok, stderr};
 
 /// 2026-12-04T17:00:00Z as a hybrid timestamp (`date -d … +%s` = 1796403600).
 const DATE_HYBRID: u64 = 1_796_403_600_000 << 18;
 
-fn run(db: &str, hybrid: bool, args: &[&str]) -> std::process::Output {
+/// The CLI's environment for the database at `db`, with hybrid timestamps or not.
+fn env(db: &str, hybrid: bool) -> Vec<(&str, &str)> {
     let mut env = vec![("MSGSTREAM_ROCKSMQ__PATH", db)];
     if hybrid {
         env.push(("MSGSTREAM_STREAM__TIMESTAMPS", "hybrid"));
     }
-    msgstream(args, &env)
+    env
+}
+
+fn run(db: &str, hybrid: bool, args: &[&str]) -> std::process::Output {
+    msgstream(args, &env(db, hybrid))
 }
 
 fn ok(db: &str, hybrid: bool, args: &[&str]) -> String {
-    let out = run(db, hybrid, args);
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    stdout(&out)
+    msgstream_ok(args, &env(db, hybrid))
 }
 
 fn first_end_ts(json: &str) -> Option<u64> {

@@ -8,6 +8,7 @@ mod metrics;
 mod out;
 mod progress;
 mod signals;
+mod time_arg;
 mod web;
 
 use std::io::IsTerminal;

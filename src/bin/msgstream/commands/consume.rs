@@ -20,7 +20,6 @@ use msgstream_facade::{positions as positions_file, Factory};
 use crate::metrics::{self, Telemetry};
 use crate::signals::Stop;
 
-mod from_time;
 mod show;
 
 /// Where a consumer starts.
@@ -88,7 +87,10 @@ impl Either {
             From::Latest => InitialPosition::Latest,
         };
         let from_time = match &args.from_time {
-            Some(text) => Some(from_time::parse(text, factory.timestamps()).map_err(Error::Usage)?),
+            Some(text) => Some(
+                crate::time_arg::parse("--from-time", text, factory.timestamps())
+                    .map_err(Error::Usage)?,
+            ),
             None => None,
         };
         let options = factory.stream_options().clone().with_auto_commit(false);

@@ -90,6 +90,7 @@ pub async fn run(
             registry: factory.stream_options().registry.clone(),
             checkpoints,
             budget: browse::PAGE_BUDGET,
+            timestamps: factory.timestamps(),
         },
         state,
         telemetry: telemetry.clone(),

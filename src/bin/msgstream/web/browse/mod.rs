@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use msgstream_facade::msgstream::mq::Client;
+use msgstream_facade::msgstream::mq::{Client, Timestamps};
 use msgstream_facade::msgstream::msg::DecoderRegistry;
 use serde_json::{json, Value};
 
@@ -56,6 +56,8 @@ pub struct Browser {
     pub checkpoints: Arc<Checkpoints>,
     /// How long reading one page may take ([`PAGE_BUDGET`]).
     pub budget: Duration,
+    /// What the configuration's timestamps are: whether a `from_time` may be a date.
+    pub timestamps: Timestamps,
 }
 
 impl Browser {
@@ -79,7 +81,7 @@ impl Browser {
         client: &dyn Client,
         pairs: &[(String, String)],
     ) -> Result<Value, Refused> {
-        let browse = query::parse(pairs)?;
+        let browse = query::parse(pairs, self.timestamps)?;
         let backend = client.backend_name();
         if !client.capabilities().readers {
             return Ok(json!({

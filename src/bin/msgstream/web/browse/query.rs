@@ -2,6 +2,7 @@
 //! no page. Pure, so every bad input is tested without a server.
 
 use axum::http::StatusCode;
+use msgstream_facade::msgstream::mq::Timestamps;
 
 /// Messages on a page unless `limit` says otherwise.
 pub const DEFAULT_LIMIT: usize = 50;
@@ -28,7 +29,8 @@ pub enum Start {
     /// Just past the message with this id, in the page's order: `cursor`.
     After(Vec<u8>),
     /// A timestamp: `from_time`, as the core's seek by time reads timestamps (a message's
-    /// `end_ts`). Oldest first starts at the first message, in channel order, whose timestamp
+    /// `end_ts`); given as a number, or as a date where timestamps are hybrid (see
+    /// [`crate::time_arg`]). Oldest first starts at the first message, in channel order, whose timestamp
     /// is at or above it; newest first at the last message before the first one above it.
     Time(u64),
 }
@@ -116,9 +118,10 @@ fn bad(message: String) -> Refused {
     Refused::new(Problem::BadParameter, message)
 }
 
-/// Reads the query's `(name, value)` pairs. Every parameter at most once; an unknown one is
-/// refused rather than ignored, so a misspelt `from` cannot silently show another page.
-pub fn parse(pairs: &[(String, String)]) -> Result<Browse, Refused> {
+/// Reads the query's `(name, value)` pairs, a `from_time` date as `timestamps` says. Every
+/// parameter at most once; an unknown one is refused rather than ignored, so a misspelt
+/// `from` cannot silently show another page.
+pub fn parse(pairs: &[(String, String)], timestamps: Timestamps) -> Result<Browse, Refused> {
     const NAMES: [&str; 6] = ["channel", "from", "from_time", "cursor", "order", "limit"];
     let mut values: [Option<&str>; 6] = [None; 6];
     for (name, value) in pairs {
@@ -140,11 +143,9 @@ pub fn parse(pairs: &[(String, String)]) -> Result<Browse, Refused> {
     let start = match (from, from_time, cursor) {
         (None, None, None) => Start::Edge,
         (Some(id), None, None) => Start::At(parse_id("from", id)?),
-        (None, Some(ts), None) => Start::Time(ts.parse().map_err(|_| {
-            bad(format!(
-                "from_time {ts:?} is not a timestamp (a whole number, as messages carry them)"
-            ))
-        })?),
+        (None, Some(ts), None) => {
+            Start::Time(crate::time_arg::parse("from_time", ts, timestamps).map_err(bad)?)
+        }
         (None, None, Some(id)) => Start::After(parse_id("cursor", id)?),
         _ => {
             return Err(bad(
@@ -222,7 +223,7 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        parse(&pairs)
+        parse(&pairs, Timestamps::Opaque)
     }
 
     fn problem(query: &[(&str, &str)]) -> Problem {
@@ -255,6 +256,17 @@ mod tests {
         assert_eq!(at(("from", nsq)).clone(), Start::At(hex_of(nsq)));
         assert_eq!(at(("cursor", "ab")), Start::After(vec![0xab]));
         assert_eq!(at(("from_time", "1700")), Start::Time(1700));
+        let pairs = [("channel", "c"), ("from_time", "1970-01-01T00:00:01Z")]
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+        let hybrid = Timestamps::Hybrid { clock_slack_ms: 0 };
+        assert_eq!(
+            parse(&pairs, hybrid).expect("page").start,
+            Start::Time(1000 << 18),
+            "a date, where timestamps are hybrid"
+        );
+        let refused = ask(&[("channel", "c"), ("from_time", "1970-01-01T00:00:01Z")]);
+        let refused = refused.expect_err("a date with opaque timestamps");
+        assert!(refused.message.contains("hybrid"), "{}", refused.message);
         let newest = ask(&[("channel", "c"), ("order", "newest"), ("limit", "200")]);
         let newest = newest.expect("page");
         assert_eq!((newest.order, newest.limit), (Order::Newest, 200));

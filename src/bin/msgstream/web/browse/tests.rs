@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use msgstream_facade::msgstream::mem::MemoryClient;
-use msgstream_facade::msgstream::mq::{Client, ConsumerOptions, MessageId, ProducerMessage};
+use msgstream_facade::msgstream::mq::{
+    Client, ConsumerOptions, MessageId, ProducerMessage, Timestamps,
+};
 use msgstream_facade::msgstream::msg::DecoderRegistry;
 use serde_json::Value;
 
@@ -67,6 +69,7 @@ async fn ask_with(
         registry: Arc::new(DecoderRegistry::default()),
         checkpoints,
         budget,
+        timestamps: Timestamps::Opaque,
     };
     browser.answer(client.as_ref(), &pairs).await
 }

@@ -1,31 +1,32 @@
-//! `consume --from-time`: a message timestamp as a number, or a date when timestamps are
-//! hybrid.
+//! A time given by a user (`consume --from-time`, the admin page's `from_time`): a message
+//! timestamp as a number, or a date when timestamps are hybrid.
 //!
 //! A number is taken as it is: the streams' timestamps are opaque `u64`s unless the
 //! configuration says otherwise. A date (RFC 3339, `2026-12-04T17:00:00Z`, an offset instead of
 //! `Z` allowed, fractions of a second down to the millisecond) means a point in wall-clock
 //! time, which only Milvus hybrid timestamps carry: with `[stream] timestamps = "hybrid"` it is
-//! converted to the smallest hybrid timestamp of that millisecond (`ms << 18`), so the stream
+//! converted to the smallest hybrid timestamp of that millisecond (`ms << 18`), so reading
 //! starts with everything stamped at or after it; otherwise it is refused, naming the key.
 
 use msgstream_facade::msgstream::mq::time::hybrid_from_unix_ms;
 use msgstream_facade::msgstream::mq::Timestamps;
 
-/// The timestamp `text` stands for, or why it stands for none.
-pub fn parse(text: &str, timestamps: Timestamps) -> Result<u64, String> {
+/// The timestamp `text` (given as `name`, which messages name) stands for, or why it stands
+/// for none.
+pub fn parse(name: &str, text: &str, timestamps: Timestamps) -> Result<u64, String> {
     let text = text.trim();
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         return text
             .parse()
-            .map_err(|_| format!("--from-time {text}: larger than a 64-bit timestamp"));
+            .map_err(|_| format!("{name} {text}: larger than a 64-bit timestamp"));
     }
     let unix_ms = rfc3339_unix_ms(text).map_err(|why| {
-        format!("--from-time {text:?}: neither a timestamp (a number) nor a date like 2026-12-04T17:00:00Z ({why})")
+        format!("{name} {text:?}: neither a timestamp (a number) nor a date like 2026-12-04T17:00:00Z ({why})")
     })?;
     match timestamps {
         Timestamps::Hybrid { .. } => Ok(hybrid_from_unix_ms(unix_ms)),
         Timestamps::Opaque => Err(format!(
-            "--from-time {text:?}: a date needs hybrid timestamps ([stream] timestamps = \"hybrid\" in the config); timestamps here are opaque numbers, give one"
+            "{name} {text:?}: a date needs hybrid timestamps ([stream] timestamps = \"hybrid\" in the config); timestamps here are opaque numbers, give one"
         )),
     }
 }
@@ -121,34 +122,41 @@ mod tests {
 
     #[test]
     fn numbers_are_timestamps_as_they_are() {
-        assert_eq!(parse("42", Timestamps::Opaque), Ok(42));
-        assert_eq!(parse("18446744073709551615", HYBRID), Ok(u64::MAX));
-        assert!(parse("18446744073709551616", HYBRID).is_err());
+        assert_eq!(parse("--from-time", "42", Timestamps::Opaque), Ok(42));
+        assert_eq!(
+            parse("--from-time", "18446744073709551615", HYBRID),
+            Ok(u64::MAX)
+        );
+        assert!(parse("--from-time", "18446744073709551616", HYBRID).is_err());
     }
 
     #[test]
     fn dates_become_hybrid_timestamps() {
         // `date -d 2026-12-04T17:00:00Z +%s` = 1796403600.
         let ms = 1_796_403_600_000u64;
-        assert_eq!(parse("2026-12-04T17:00:00Z", HYBRID), Ok(ms << 18));
         assert_eq!(
-            parse("2026-12-04T18:30:00.25+01:30", HYBRID),
+            parse("--from-time", "2026-12-04T17:00:00Z", HYBRID),
+            Ok(ms << 18)
+        );
+        assert_eq!(
+            parse("--from-time", "2026-12-04T18:30:00.25+01:30", HYBRID),
             Ok((ms + 250) << 18)
         );
         assert_eq!(
-            parse("2026-12-04 16:00:00.1234-01:00", HYBRID),
+            parse("--from-time", "2026-12-04 16:00:00.1234-01:00", HYBRID),
             Ok((ms + 123) << 18)
         );
-        assert_eq!(parse("1970-01-01T00:00:00Z", HYBRID), Ok(0));
+        assert_eq!(parse("--from-time", "1970-01-01T00:00:00Z", HYBRID), Ok(0));
         assert_eq!(
-            parse("2024-02-29T00:00:00Z", HYBRID),
+            parse("--from-time", "2024-02-29T00:00:00Z", HYBRID),
             Ok(1_709_164_800_000 << 18)
         );
     }
 
     #[test]
     fn bad_dates_and_opaque_timestamps_say_why() {
-        let opaque = parse("2026-12-04T17:00:00Z", Timestamps::Opaque).expect_err("opaque");
+        let opaque =
+            parse("--from-time", "2026-12-04T17:00:00Z", Timestamps::Opaque).expect_err("opaque");
         assert!(
             opaque.contains("[stream] timestamps = \"hybrid\""),
             "{opaque}"
@@ -165,7 +173,10 @@ mod tests {
             "1969-12-31T23:59:59Z",
             "2026-12-04T17:00:00Zjunk",
         ] {
-            assert!(parse(bad, HYBRID).is_err(), "{bad:?} accepted");
+            assert!(
+                parse("--from-time", bad, HYBRID).is_err(),
+                "{bad:?} accepted"
+            );
         }
     }
 }
