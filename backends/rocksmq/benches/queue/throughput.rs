@@ -21,52 +21,84 @@ const PRODUCE_ROUNDS: usize = 30;
 pub fn produce_cases(runtime: &tokio::runtime::Runtime, scale: &Scale, summary: &mut Vec<String>) {
     for payload in chosen("MSGSTREAM_BENCH_PAYLOADS", &[128, 1024]) {
         for batch in chosen("MSGSTREAM_BENCH_BATCHES", &[1, 64, 1024]) {
-            let total = if batch == 1 {
-                scale.produce_msgs_unbatched
-            } else {
-                scale.produce_msgs
-            };
-            let batches_per_chunk = (total * RUNS / PRODUCE_ROUNDS / batch).max(1);
-            let payload_bytes = vec![0x5a; payload];
-            let chunk = || -> Vec<_> {
-                (0..batches_per_chunk)
-                    .map(|_| batch_of(&payload_bytes, batch))
-                    .collect()
-            };
-            let ours_dir = tempfile::tempdir().expect("tempdir");
-            let (client, producer) = runtime.block_on(async {
-                let client = RocksmqClient::open(queue_options(&ours_dir)).expect("open");
-                let producer = client.create_producer("bench").await.expect("producer");
-                (client, producer)
-            });
-            let mut raw_side = RawProducer::open();
-            let (mut ours, mut raw) = (Vec::new(), Vec::new());
-            for round in 0..PRODUCE_ROUNDS {
-                // Built before either clock starts: the same owned messages for both sides.
-                let (for_ours, for_raw) = (chunk(), chunk());
-                if round % 2 == 0 {
-                    raw.push(raw_side.write(for_raw));
-                    ours.push(runtime.block_on(produce_ours(producer.as_ref(), for_ours)));
-                } else {
-                    ours.push(runtime.block_on(produce_ours(producer.as_ref(), for_ours)));
-                    raw.push(raw_side.write(for_raw));
-                }
+            produce_case(runtime, scale, payload, batch, false, summary);
+            if payload == 128 && batch == 1 {
+                produce_case(runtime, scale, payload, batch, true, summary);
             }
-            runtime.block_on(client.close());
-            raw_side.close();
-            let ratio = paired_ratio(&ours, &raw);
-            let (ours, raw) = (median(ours), median(raw));
-            let mb = |rate: f64| rate * payload as f64 / 1e6;
-            println!(
-                "produce payload={payload} batch={batch}: ours {ours:.0} msgs/s {:.1} MB/s, raw {raw:.0} msgs/s {:.1} MB/s",
-                mb(ours),
-                mb(raw)
-            );
-            summary.push(format!(
-                "case=produce payload={payload} batch={batch} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={ratio:.2}"
-            ));
         }
     }
+}
+
+/// One produce line. `stamped`: every message carries a timestamp, each above the one before
+/// (as a stream's messages do), so that every append raises the time index mark of its block
+/// and writes it (`case=produce_stamped`); the raw side writes the same payloads as always.
+fn produce_case(
+    runtime: &tokio::runtime::Runtime,
+    scale: &Scale,
+    payload: usize,
+    batch: usize,
+    stamped: bool,
+    summary: &mut Vec<String>,
+) {
+    let total = if batch == 1 {
+        scale.produce_msgs_unbatched
+    } else {
+        scale.produce_msgs
+    };
+    let batches_per_chunk = (total * RUNS / PRODUCE_ROUNDS / batch).max(1);
+    let payload_bytes = vec![0x5a; payload];
+    let mut stamp = 0u64;
+    let mut chunk = || -> Vec<Vec<ProducerMessage>> {
+        (0..batches_per_chunk)
+            .map(|_| {
+                let mut messages = batch_of(&payload_bytes, batch);
+                if stamped {
+                    for message in &mut messages {
+                        stamp += 1;
+                        message.timestamp = Some(stamp);
+                    }
+                }
+                messages
+            })
+            .collect()
+    };
+    let ours_dir = tempfile::tempdir().expect("tempdir");
+    let (client, producer) = runtime.block_on(async {
+        let client = RocksmqClient::open(queue_options(&ours_dir)).expect("open");
+        let producer = client.create_producer("bench").await.expect("producer");
+        (client, producer)
+    });
+    let mut raw_side = RawProducer::open();
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for round in 0..PRODUCE_ROUNDS {
+        // Built before either clock starts: the same owned messages for both sides.
+        let (for_ours, for_raw) = (chunk(), chunk());
+        if round % 2 == 0 {
+            raw.push(raw_side.write(for_raw));
+            ours.push(runtime.block_on(produce_ours(producer.as_ref(), for_ours)));
+        } else {
+            ours.push(runtime.block_on(produce_ours(producer.as_ref(), for_ours)));
+            raw.push(raw_side.write(for_raw));
+        }
+    }
+    runtime.block_on(client.close());
+    raw_side.close();
+    let ratio = paired_ratio(&ours, &raw);
+    let (ours, raw) = (median(ours), median(raw));
+    let mb = |rate: f64| rate * payload as f64 / 1e6;
+    let case = if stamped {
+        "produce_stamped"
+    } else {
+        "produce"
+    };
+    println!(
+        "{case} payload={payload} batch={batch}: ours {ours:.0} msgs/s {:.1} MB/s, raw {raw:.0} msgs/s {:.1} MB/s",
+        mb(ours),
+        mb(raw)
+    );
+    summary.push(format!(
+        "case={case} payload={payload} batch={batch} ours_msgs_per_s={ours:.0} raw_msgs_per_s={raw:.0} ratio={ratio:.2}"
+    ));
 }
 
 /// Sends `batches` through `producer`; returns messages per second.
