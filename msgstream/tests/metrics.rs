@@ -134,7 +134,7 @@ async fn transient_receive_errors_are_retried_and_counted() {
     let mut rows = Vec::new();
     while rows.len() < 2 {
         let pack = stream.next_pack().await.expect("open").expect("pack");
-        rows.extend(pack.msgs.iter().map(|m| match &m.body {
+        rows.extend(pack.msgs.iter().map(|m| match m.body() {
             MsgBody::Insert(i) => i.row_ids[0],
             _ => -1,
         }));

@@ -103,11 +103,9 @@ pub fn comparable(packs: &[MsgPack], migrated: bool) -> Vec<(u64, u64, Vec<TsMsg
                         migrated,
                         "the source-id property is on migrated messages only"
                     );
-                    TsMsg {
-                        position: None,
-                        properties,
-                        ..m.clone()
-                    }
+                    let mut copy = m.clone();
+                    (copy.position, copy.properties) = (None, properties);
+                    copy
                 })
                 .collect();
             (p.begin_ts, p.end_ts, msgs)

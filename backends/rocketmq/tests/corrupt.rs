@@ -115,8 +115,9 @@ async fn a_byte_changed_in_the_commit_log_ends_the_stream() {
     let client: Arc<dyn Client> = Arc::new(client);
     let marker = support::unique("flip-me");
     let mut marked = insert(2, 2, 0);
-    if let MsgBody::Insert(rows) = &mut marked.body {
+    if let MsgBody::Insert(mut rows) = marked.body().clone() {
         rows.collection_name = marker.clone();
+        marked.set_body(MsgBody::Insert(rows));
     }
     let mut out = MsgStream::new(client.clone(), StreamOptions::default());
     out.as_producer(&[channel.as_str()])

@@ -15,8 +15,8 @@ use crate::consume::runs::Runs;
 use crate::consume::signal::PumpSignal;
 use crate::consume::spares::Spares;
 
-use crate::mq::{Message, Properties};
-use crate::msg::{DecoderRegistry, InsertRequest, MsgBody, MsgPosition, SharedStr, TsMsg};
+use crate::mq::Message;
+use crate::msg::{DecoderRegistry, MsgPosition, SharedStr, TsMsg};
 use crate::{trace, Error, Result};
 
 /// What a pump's task works with: where its deliveries go, and how it decodes and stamps them.
@@ -39,70 +39,47 @@ impl<R: Runs> PumpContext<R> {
     /// Decodes a message onto the end of the batch being built (`run`); `Err` with the decode
     /// error (naming the channel and id) if it does not decode.
     ///
-    /// An insert (most of a data channel) is decoded in its place at the end of the batch's
-    /// block: the large message is written there once, not built aside and copied in (the
-    /// fast decoder fills a default request field by field). Any other message, or an insert
-    /// the fast decoder leaves to prost, goes through the registry's general decoder.
+    /// An insert (most of a data channel) is checked, not decoded: the message keeps its
+    /// payload and decodes the body when the application first reads it (see
+    /// `ReceivedInsert`). Any other message, or an insert the check leaves to prost, goes
+    /// through the registry's general decoder.
     #[inline]
     fn decode_into(&self, msg: &mut Message, run: &mut Batch<R::Summary>) -> Result<()> {
-        if self.registry.may_be_insert(&msg.payload) {
-            run.msgs
-                .push_back(self.placed(msg, MsgBody::Insert(InsertRequest::default())));
-            let payload = std::mem::take(&mut msg.payload);
-            let decoded = match run.msgs.back_mut() {
-                Some(TsMsg {
-                    body: MsgBody::Insert(insert),
-                    ..
-                }) => self.registry.decode_insert_in_place(payload, insert),
-                _ => Err(payload),
-            };
-            match decoded {
-                Ok(()) => {
-                    self.finish_last(msg, run);
-                    return Ok(());
+        let payload = std::mem::take(&mut msg.payload);
+        let decoded = match self.registry.check_received_insert(payload) {
+            Ok(insert) => TsMsg::received(insert),
+            Err(payload) => match self.registry.decode_bytes(payload) {
+                Ok(body) => TsMsg::new(body),
+                Err(error) => {
+                    tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "undecodable message");
+                    return Err(match error {
+                        Error::Decode(reason) => Error::Decode(format!(
+                            "message {:?} on channel {:?}: {reason}",
+                            msg.id, msg.topic
+                        )),
+                        other => other,
+                    });
                 }
-                Err(payload) => {
-                    run.msgs.pop_back();
-                    msg.payload = payload;
-                }
-            }
-        }
-        match self.registry.decode_bytes(std::mem::take(&mut msg.payload)) {
-            Ok(body) => {
-                run.msgs.push_back(self.placed(msg, body));
-                self.finish_last(msg, run);
-                Ok(())
-            }
-            Err(error) => {
-                tracing::warn!(channel = %msg.topic, id = ?msg.id, %error, "undecodable message");
-                Err(match error {
-                    Error::Decode(reason) => Error::Decode(format!(
-                        "message {:?} on channel {:?}: {reason}",
-                        msg.id, msg.topic
-                    )),
-                    other => other,
-                })
-            }
-        }
+            },
+        };
+        run.msgs.push_back(self.placed(msg, decoded));
+        self.finish_last(msg, run);
+        Ok(())
     }
 
-    /// The message `msg` becomes, decoded into `body`, before [`Self::finish_last`] stamps its
-    /// position and gives it its properties.
+    /// `decoded` as received in `msg`, before [`Self::finish_last`] stamps its position's
+    /// timestamp and gives it its properties.
     #[inline(always)]
-    fn placed(&self, msg: &Message, body: MsgBody) -> TsMsg {
-        TsMsg {
-            body,
-            hash_keys: Vec::new(),
-            // No allocation and no shared count: the names are interned (the consumer's
-            // channel and subscription), the id's bytes are inline.
-            position: Some(MsgPosition {
-                channel_name: self.channel_name.clone(),
-                msg_id: msg.id.clone(),
-                msg_group: self.group.clone(),
-                ..MsgPosition::default()
-            }),
-            properties: Properties::new(),
-        }
+    fn placed(&self, msg: &Message, mut decoded: TsMsg) -> TsMsg {
+        // No allocation and no shared count: the names are interned (the consumer's channel
+        // and subscription), the id's bytes are inline.
+        decoded.position = Some(MsgPosition {
+            channel_name: self.channel_name.clone(),
+            msg_id: msg.id.clone(),
+            msg_group: self.group.clone(),
+            ..MsgPosition::default()
+        });
+        decoded
     }
 
     /// Completes the message just decoded at the end of `run` from `msg`: its position's
@@ -115,7 +92,7 @@ impl<R: Runs> PumpContext<R> {
         trace::record_consume(&msg.properties, &msg.topic);
         // Milvus stamps a consumed message's position with its BeginTs; the tt stream restamps
         // the positions of its packs with their end_ts.
-        let (begin_ts, end_ts) = (last.body.begin_ts(), last.body.end_ts());
+        let (begin_ts, end_ts) = (last.begin_ts(), last.end_ts());
         if let Some(position) = last.position.as_mut() {
             position.timestamp = begin_ts;
         }

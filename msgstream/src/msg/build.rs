@@ -46,7 +46,7 @@ impl TsMsg {
 
     /// The data of an insert's rows, in row order; empty for any other kind.
     pub fn row_data(&self) -> impl Iterator<Item = &[u8]> {
-        let rows: &[Blob] = match &self.body {
+        let rows: &[Blob] = match self.body() {
             MsgBody::Insert(insert) => &insert.row_data,
             _ => &[],
         };
@@ -81,7 +81,7 @@ mod tests {
         assert_eq!(msg.msg_type(), MsgType::Insert as i32);
         assert_eq!(msg.hash_keys, [7]);
         assert_eq!(msg.row_data().collect::<Vec<_>>(), [b"hello".as_slice()]);
-        let MsgBody::Insert(insert) = &msg.body else {
+        let MsgBody::Insert(insert) = msg.body() else {
             panic!("an insert: {msg:?}")
         };
         assert_eq!((insert.num_rows, &insert.row_ids[..]), (1, &[7][..]));
@@ -93,7 +93,7 @@ mod tests {
         assert_eq!((msg.id(), msg.end_ts()), (-3, 9));
         assert_eq!(msg.hash_keys, [(-3i64) as u32]);
         assert_eq!(msg.row_data().count(), 0);
-        let MsgBody::Delete(delete) = &msg.body else {
+        let MsgBody::Delete(delete) = msg.body() else {
             panic!("a delete: {msg:?}")
         };
         let ids = delete
@@ -112,7 +112,7 @@ mod tests {
             TsMsg::timetick(8),
         ] {
             let body = registry.decode(&msg.encode()).expect("decodes");
-            assert_eq!(body, msg.body);
+            assert_eq!(&body, msg.body());
         }
         assert!(TsMsg::timetick(8).is_time_tick());
     }

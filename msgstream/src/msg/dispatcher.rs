@@ -11,6 +11,7 @@ use super::proto::{
     DataNodeTtMsg, DeleteRequest, DropCollectionRequest, DropPartitionRequest, InsertRequest,
     MsgHeader, MsgType, TimeTickMsg,
 };
+use super::received::ReceivedInsert;
 use super::tsmsg::{CustomMsg, MsgBody};
 use crate::{Error, Result};
 
@@ -220,6 +221,20 @@ impl DecoderRegistry {
         self.decode_in_full(payload)
     }
 
+    /// A received insert the built-in decoder takes, checked and kept undecoded (see
+    /// `ReceivedInsert`); `Err` gives the payload back for [`Self::decode_bytes`] (any other
+    /// kind, an insert decoder of the application's, or a shape the fast path leaves to prost).
+    #[inline]
+    pub(crate) fn check_received_insert(
+        &self,
+        payload: bytes::Bytes,
+    ) -> std::result::Result<ReceivedInsert, bytes::Bytes> {
+        if !self.may_be_insert(&payload) {
+            return Err(payload);
+        }
+        ReceivedInsert::check(payload)
+    }
+
     /// Whether `payload` may take [`Self::decode_insert_in_place`]: inserts are decoded by the
     /// built-in decoder, and its first bytes look like an insert's.
     #[inline]
@@ -392,7 +407,10 @@ mod tests {
         }));
         let tick = TsMsg::time_tick(11);
         for msg in [insert, tick] {
-            assert_eq!(registry.decode(&msg.encode()).expect("decodes"), msg.body);
+            assert_eq!(
+                registry.decode(&msg.encode()).expect("decodes"),
+                *msg.body()
+            );
         }
     }
 

@@ -4,6 +4,7 @@ mod build;
 mod dispatcher;
 mod pack;
 mod proto;
+mod received;
 mod row_vec;
 mod tsmsg;
 

@@ -1,4 +1,4 @@
-//! `TsMsg`: a decoded, typed message with its routing keys and stream position.
+//! `TsMsg`: a typed message with its routing keys and stream position.
 
 use bytes::Bytes;
 use prost::Message as _;
@@ -8,6 +8,7 @@ use super::proto::{
     DropCollectionRequest, DropPartitionRequest, InsertRequest, MsgBase, MsgHeader, MsgPosition,
     MsgType, TimeTickMsg,
 };
+use super::received::ReceivedInsert;
 use crate::base::Properties;
 use crate::{Error, Result};
 
@@ -111,10 +112,17 @@ impl MsgBody {
 }
 
 /// A typed message: body, routing keys, and where it was read from.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// The body is read through [`TsMsg::body`]. A message built by the application holds it
+/// decoded; an insert a stream received holds its checked payload and decodes the body on the
+/// first call (see `ReceivedInsert`): kind, id and timestamps ([`TsMsg::msg_type`],
+/// [`TsMsg::id`], [`TsMsg::begin_ts`], [`TsMsg::end_ts`]) are known without decoding. Either
+/// way the body is the same value: a payload that does not decode never becomes a `TsMsg`
+/// (the stream reports it in its place), and [`TsMsg::encode`] of a received message gives
+/// back the payload as it was received.
+#[derive(Clone)]
 pub struct TsMsg {
-    /// The message itself.
-    pub body: MsgBody,
+    held: Held,
     /// Routing keys for repacking (`key % channels`); Insert and Delete have one per row.
     pub hash_keys: Vec<u32>,
     /// Where it was consumed from; `None` for a message not read from a channel.
@@ -123,12 +131,30 @@ pub struct TsMsg {
     pub properties: Properties,
 }
 
+/// How a message holds its body: boxed, so that a message is small to move whatever its kind.
+#[derive(Clone)]
+enum Held {
+    Decoded(Box<MsgBody>),
+    Received(ReceivedInsert),
+}
+
 impl TsMsg {
     /// A message with no hash keys, position or properties.
     #[inline]
     pub fn new(body: MsgBody) -> Self {
+        TsMsg::holding(Held::Decoded(Box::new(body)))
+    }
+
+    /// A received insert, its body decoded on first access.
+    #[inline]
+    pub(crate) fn received(insert: ReceivedInsert) -> Self {
+        TsMsg::holding(Held::Received(insert))
+    }
+
+    #[inline(always)]
+    fn holding(held: Held) -> Self {
         TsMsg {
-            body,
+            held,
             hash_keys: Vec::new(),
             position: None,
             properties: Properties::new(),
@@ -148,9 +174,32 @@ impl TsMsg {
         self
     }
 
+    /// The message itself (a received insert is decoded on the first call).
+    #[inline]
+    pub fn body(&self) -> &MsgBody {
+        match &self.held {
+            Held::Decoded(body) => body,
+            Held::Received(insert) => insert.body(),
+        }
+    }
+
+    /// Replaces the message itself (to change a received body: [`TsMsg::into_body`] or a
+    /// clone of [`TsMsg::body`], changed, then set back).
+    pub fn set_body(&mut self, body: MsgBody) {
+        self.held = Held::Decoded(Box::new(body));
+    }
+
+    /// The message itself, taken out.
+    pub fn into_body(self) -> MsgBody {
+        match self.held {
+            Held::Decoded(body) => *body,
+            Held::Received(insert) => insert.into_body(),
+        }
+    }
+
     /// The header, if the body has one.
     pub fn header(&self) -> Option<&MsgBase> {
-        self.body.header()
+        self.body().header()
     }
 
     /// A copy of the header (a default one when the body has none).
@@ -160,7 +209,11 @@ impl TsMsg {
 
     /// The kind, as the raw `msg_type` value.
     pub fn msg_type(&self) -> i32 {
-        match &self.body {
+        let body = match &self.held {
+            Held::Decoded(body) => body,
+            Held::Received(insert) => return insert.head().msg_type,
+        };
+        match &**body {
             MsgBody::Insert(_) => MsgType::Insert as i32,
             MsgBody::Delete(_) => MsgType::Delete as i32,
             MsgBody::TimeTick(_) => MsgType::TimeTick as i32,
@@ -174,28 +227,72 @@ impl TsMsg {
     }
 
     /// Whether this is a timetick.
+    #[inline]
     pub fn is_time_tick(&self) -> bool {
-        matches!(self.body, MsgBody::TimeTick(_))
+        matches!(&self.held, Held::Decoded(body) if matches!(**body, MsgBody::TimeTick(_)))
     }
 
     /// Producer-assigned id from the header.
     pub fn id(&self) -> i64 {
-        self.header().map_or(0, |b| b.msg_id)
+        match &self.held {
+            Held::Decoded(body) => body.header().map_or(0, |b| b.msg_id),
+            Held::Received(insert) => insert.head().msg_id,
+        }
     }
 
     /// Earliest timestamp: min of the row timestamps for Insert/Delete, else the header's.
+    #[inline]
     pub fn begin_ts(&self) -> u64 {
-        self.body.begin_ts()
+        match &self.held {
+            Held::Decoded(body) => body.begin_ts(),
+            Held::Received(insert) => insert.head().begin_ts,
+        }
     }
 
     /// Latest timestamp: max of the row timestamps for Insert/Delete, else the header's.
+    #[inline]
     pub fn end_ts(&self) -> u64 {
-        self.body.end_ts()
+        match &self.held {
+            Held::Decoded(body) => body.end_ts(),
+            Held::Received(insert) => insert.head().end_ts,
+        }
     }
 
-    /// The protobuf payload (header at field 1). Properties travel separately.
+    /// The first row id of an insert, or the first legacy primary key of a delete (0 when it
+    /// has none); `None` for other kinds. Part of a message's de-duplication identity, known
+    /// without decoding a received insert.
+    #[inline]
+    pub(crate) fn first_row(&self) -> Option<i64> {
+        match &self.held {
+            Held::Received(insert) => Some(insert.head().first_row),
+            Held::Decoded(body) => match &**body {
+                MsgBody::Insert(m) => Some(m.row_ids.first().copied().unwrap_or_default()),
+                MsgBody::Delete(m) => {
+                    Some(m.int64_primary_keys.first().copied().unwrap_or_default())
+                }
+                _ => None,
+            },
+        }
+    }
+
+    /// The body if it is held decoded; `None` for a received insert (whose body is an insert
+    /// whether or not it was read).
+    #[inline]
+    pub(crate) fn decoded_body(&self) -> Option<&MsgBody> {
+        match &self.held {
+            Held::Decoded(body) => Some(body),
+            Held::Received(_) => None,
+        }
+    }
+
+    /// The protobuf payload (header at field 1). Properties travel separately. A received
+    /// insert gives back its payload as received.
     pub fn encode(&self) -> Bytes {
-        match &self.body {
+        let body = match &self.held {
+            Held::Decoded(body) => body,
+            Held::Received(insert) => return insert.payload().clone(),
+        };
+        match &**body {
             MsgBody::Insert(m) => m.encode_to_vec().into(),
             MsgBody::Delete(m) => m.encode_to_vec().into(),
             MsgBody::TimeTick(m) => m.encode_to_vec().into(),
@@ -206,6 +303,27 @@ impl TsMsg {
             MsgBody::DataNodeTt(m) => m.encode_to_vec().into(),
             MsgBody::Custom(m) | MsgBody::Unknown(m) => m.payload.clone(),
         }
+    }
+}
+
+impl PartialEq for TsMsg {
+    /// Equal bodies (however held), hash keys, positions and properties.
+    fn eq(&self, other: &Self) -> bool {
+        self.body() == other.body()
+            && self.hash_keys == other.hash_keys
+            && self.position == other.position
+            && self.properties == other.properties
+    }
+}
+
+impl std::fmt::Debug for TsMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TsMsg")
+            .field("body", self.body())
+            .field("hash_keys", &self.hash_keys)
+            .field("position", &self.position)
+            .field("properties", &self.properties)
+            .finish()
     }
 }
 

@@ -19,25 +19,15 @@ pub fn default_repack(msgs: Vec<TsMsg>, channels: usize) -> Result<Vec<Vec<TsMsg
     let mut out = vec![Vec::new(); channels];
     let route = |key: u32| key as usize % channels;
     for (index, msg) in msgs.into_iter().enumerate() {
-        match &msg.body {
+        match msg.body() {
             MsgBody::Insert(request) => {
                 for (key, row) in split_insert(index, request, &msg.hash_keys)? {
-                    out[route(key)].push(TsMsg {
-                        body: MsgBody::Insert(row),
-                        hash_keys: vec![key],
-                        position: None,
-                        properties: msg.properties.clone(),
-                    });
+                    out[route(key)].push(row_msg(MsgBody::Insert(row), key, &msg));
                 }
             }
             MsgBody::Delete(request) => {
                 for (key, row) in split_delete(index, request, &msg.hash_keys)? {
-                    out[route(key)].push(TsMsg {
-                        body: MsgBody::Delete(row),
-                        hash_keys: vec![key],
-                        position: None,
-                        properties: msg.properties.clone(),
-                    });
+                    out[route(key)].push(row_msg(MsgBody::Delete(row), key, &msg));
                 }
             }
             _ => {
@@ -52,6 +42,13 @@ pub fn default_repack(msgs: Vec<TsMsg>, channels: usize) -> Result<Vec<Vec<TsMsg
         }
     }
     Ok(out)
+}
+
+/// One row of `msg` split off into a message of its own, routed by `key`.
+fn row_msg(body: MsgBody, key: u32, msg: &TsMsg) -> TsMsg {
+    let mut row = TsMsg::new(body).with_hash_keys(vec![key]);
+    row.properties = msg.properties.clone();
+    row
 }
 
 fn row_base(base: &Option<MsgBase>, msg_type: MsgType, timestamp: u64) -> Option<MsgBase> {
@@ -171,7 +168,7 @@ mod tests {
         assert!(out[0].is_empty());
         assert_eq!(out[1].len(), 2);
         for (msg, (ts, row)) in out[1].iter().zip([(10, 0), (11, 1)]) {
-            let MsgBody::Insert(m) = &msg.body else {
+            let MsgBody::Insert(m) = msg.body() else {
                 panic!("insert expected")
             };
             assert_eq!(
@@ -223,7 +220,7 @@ mod tests {
         let mut rows = Vec::new();
         for (channel, msgs) in out.iter().enumerate() {
             for msg in msgs {
-                let MsgBody::Delete(m) = &msg.body else {
+                let MsgBody::Delete(m) = msg.body() else {
                     panic!("delete expected")
                 };
                 assert_eq!((m.num_rows, m.segment_id), (1, 77));

@@ -15,7 +15,7 @@ use crate::tt::TtMsgStream;
 use crate::Error;
 
 fn row(msg: &TsMsg) -> i64 {
-    match &msg.body {
+    match msg.body() {
         MsgBody::Insert(m) => m.row_ids.first().copied().unwrap_or(-1),
         _ => -1,
     }

@@ -120,7 +120,7 @@ pub fn insert(id: i64, ts: u64, key: u32) -> TsMsg {
 
 /// The row id of a one-row insert (or the header id of anything else).
 pub fn row_id(msg: &TsMsg) -> i64 {
-    match &msg.body {
+    match msg.body() {
         MsgBody::Insert(m) => m.row_ids.first().copied().unwrap_or(-1),
         _ => msg.id(),
     }

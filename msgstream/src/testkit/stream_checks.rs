@@ -249,7 +249,7 @@ pub async fn stream_bad_inputs(client: Arc<dyn Client>) {
     );
     let unknown = next_msg(&mut stream).await;
     assert!(
-        matches!(&unknown.body, MsgBody::Unknown(m) if m.base.msg_type == 7777),
+        matches!(unknown.body(), MsgBody::Unknown(m) if m.base.msg_type == 7777),
         "{unknown:?}"
     );
     assert_eq!(unknown.encode(), foreign);

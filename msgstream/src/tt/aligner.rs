@@ -514,13 +514,11 @@ type DedupKey = (i32, i64, u64, u64, i64, Option<Ids>);
 /// in their row ids, keys or timestamps. A delete's key may be in either form (`primary_keys`,
 /// integer or string, or the legacy `int64_primary_keys`), so both are part of the identity.
 fn dedup_key(msg: &TsMsg) -> Option<DedupKey> {
-    let (first_row, first_key) = match &msg.body {
-        MsgBody::Insert(m) => (m.row_ids.first().copied().unwrap_or_default(), None),
-        MsgBody::Delete(m) => (
-            m.int64_primary_keys.first().copied().unwrap_or_default(),
-            m.primary_keys.as_ref().and_then(|ids| ids.row(0)),
-        ),
-        _ => return None,
+    let first_row = msg.first_row()?;
+    // Inserts have no such key (a received one, held undecoded, is an insert).
+    let first_key = match msg.decoded_body() {
+        Some(MsgBody::Delete(m)) => m.primary_keys.as_ref().and_then(|ids| ids.row(0)),
+        _ => None,
     };
     Some((
         msg.msg_type(),

@@ -360,7 +360,7 @@ fn dedup_candidate((kind, id, ts, row): (u8, i64, u64, i64)) -> TsMsg {
 /// id, timestamps, first row or key) was taken into that pack before.
 fn reference_packs(msgs: &[TsMsg], ends: &[u64]) -> Vec<Vec<TsMsg>> {
     let identity = |m: &TsMsg| -> Option<String> {
-        let first = match &m.body {
+        let first = match m.body() {
             MsgBody::Insert(r) => format!("{:?}", r.row_ids.first()),
             MsgBody::Delete(r) => format!(
                 "{:?}/{:?}",

@@ -9,7 +9,7 @@
 //! buffers, and the cut compares two numbers. Where no summary comes with a run (a batch split
 //! or taken apart), the aligner works it out from the messages.
 
-use crate::msg::{MsgBody, TsMsg};
+use crate::msg::TsMsg;
 
 /// The scalar part of a message's de-duplication key (all but a delete's first primary key),
 /// ordered: cheap to compute and to compare, with no allocation. Two messages whose orders
@@ -18,11 +18,7 @@ pub(crate) type DedupOrder = (u64, u64, i32, i64, i64);
 
 /// [`DedupOrder`] of `msg`, whose `end_ts` is given; `None` for kinds never de-duplicated.
 pub(crate) fn dedup_order(msg: &TsMsg, end_ts: u64) -> Option<DedupOrder> {
-    let first_row = match &msg.body {
-        MsgBody::Insert(m) => m.row_ids.first().copied().unwrap_or_default(),
-        MsgBody::Delete(m) => m.int64_primary_keys.first().copied().unwrap_or_default(),
-        _ => return None,
-    };
+    let first_row = msg.first_row()?;
     Some((end_ts, msg.begin_ts(), msg.msg_type(), msg.id(), first_row))
 }
 
@@ -100,7 +96,7 @@ impl RunSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::msg::MsgBase;
+    use crate::msg::{MsgBase, MsgBody};
 
     /// The cut's check as it was, reading every message: the reference.
     fn takes_all_by_reading(msgs: &[TsMsg], ends: &[u64], watermark: u64) -> bool {

@@ -59,6 +59,7 @@ fn tt_case(
     summary: &mut Vec<String>,
 ) {
     let (mut ours, mut raw, mut raw_ahead) = (Vec::new(), Vec::new(), Vec::new());
+    let mut ours_bodies = Vec::new();
     let mut memory = Vec::new();
     for run in 0..RUNS {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -75,12 +76,23 @@ fn tt_case(
             let peak = Peak::start();
             ours.push(
                 runtime
-                    .block_on(
-                        async move { tokio::spawn(tt_read(path, channels, data, pass)).await },
-                    )
+                    .block_on(async move {
+                        tokio::spawn(tt_read(path, channels, data, pass, false)).await
+                    })
                     .expect("tt read task"),
             );
             memory.push(peak.end());
+            if channels == CHANNELS[0] {
+                let path = dir.path().to_path_buf();
+                ours_bodies.push(
+                    runtime
+                        .block_on(async move {
+                            tokio::spawn(tt_read(path, channels, data, pass + TT_PASSES, true))
+                                .await
+                        })
+                        .expect("tt read task"),
+                );
+            }
             if !raw_first {
                 raw.push(raw_read(&dir, data, false));
                 raw_ahead.push(raw_read(&dir, data, true));
@@ -88,6 +100,13 @@ fn tt_case(
         }
     }
     let (ratio, ahead_ratio) = (paired_ratio(&ours, &raw), paired_ratio(&ours, &raw_ahead));
+    if !ours_bodies.is_empty() {
+        let bodies_ratio = paired_ratio(&ours_bodies, &raw);
+        summary.push(format!(
+            "case=tt_rocksmq_read_bodies channels={channels} msgs_per_s={:.0} ratio={bodies_ratio:.2}",
+            median(ours_bodies)
+        ));
+    }
     let (ours, raw, raw_ahead) = (median(ours), median(raw), median(raw_ahead));
     let memory = rss::fields(&memory);
     summary.push(format!(
@@ -154,8 +173,15 @@ async fn fill(dir: &tempfile::TempDir, channels: usize, per_channel: u64) -> u64
 }
 
 /// The tt stream from the earliest message until every insert was delivered, with a
-/// subscription of the pass's own (each pass reads everything).
-async fn tt_read(path: std::path::PathBuf, channels: usize, data: u64, pass: usize) -> f64 {
+/// subscription of the pass's own (each pass reads everything). With `read_bodies` the
+/// application also reads every insert's row data (which decodes each body, on its task).
+async fn tt_read(
+    path: std::path::PathBuf,
+    channels: usize,
+    data: u64,
+    pass: usize,
+    read_bodies: bool,
+) -> f64 {
     let client: Arc<dyn Client> =
         Arc::new(RocksmqClient::open(queue_options_at(&path)).expect("open"));
     let names = names(channels);
@@ -166,11 +192,23 @@ async fn tt_read(path: std::path::PathBuf, channels: usize, data: u64, pass: usi
         .as_consumer(&refs, &format!("tt-{pass}"), InitialPosition::Earliest)
         .await
         .expect("consumer");
-    let mut seen = 0;
+    let (mut seen, mut row_bytes) = (0, 0);
     while seen < data {
         let pack = stream.next_pack().await.expect("open").expect("pack");
         seen += pack.msgs.len() as u64;
+        if read_bodies {
+            row_bytes += pack
+                .msgs
+                .iter()
+                .flat_map(TsMsg::row_data)
+                .map(<[u8]>::len)
+                .sum::<usize>();
+        }
     }
+    assert!(
+        !read_bodies || row_bytes == 64 * data as usize,
+        "every row read"
+    );
     let rate = data as f64 / start.elapsed().as_secs_f64();
     assert_eq!(seen, data);
     stream.close().await;

@@ -121,10 +121,16 @@ fn packed_into<T>(
     Some(())
 }
 
-fn string(buf: &[u8], range: std::ops::Range<usize>) -> Option<String> {
-    std::str::from_utf8(buf.get(range)?)
-        .ok()
-        .map(str::to_string)
+/// Every value of a packed repeated varint field, for [`check_insert`]: accepts exactly what
+/// [`packed_into`] accepts (the same reads, in the same order).
+#[inline(always)]
+fn packed_each(buf: &[u8], range: std::ops::Range<usize>, mut each: impl FnMut(u64)) -> Option<()> {
+    buf.get(range.clone())?;
+    let (mut at, end) = (range.start, range.end);
+    while at < end {
+        each(varint_within(buf, &mut at, end)?);
+    }
+    Some(())
 }
 
 /// Marks field `tag` seen; `None` if it was already (a repeat is left to prost).
@@ -236,22 +242,81 @@ pub(crate) fn decode_insert_parts(payload: &Bytes) -> Option<(InsertRequest, Opt
 }
 
 /// [`decode_insert_parts`] into `insert`, which must be a default one, where the caller wants
-/// the message to end up (a stream's pump: in its queue), so that the 400-byte request is not
-/// moved through the return values of each layer. On `None` (a shape left to prost) `insert`
-/// holds whatever was decoded before: the caller discards it.
+/// the message to end up, so that the 400-byte request is not moved through the return values
+/// of each layer. On `None` (a shape left to prost) `insert` holds whatever was decoded
+/// before: the caller discards it.
 #[inline]
 pub(crate) fn decode_insert_into(
     payload: &Bytes,
     insert: &mut InsertRequest,
 ) -> Option<Option<LastBytes>> {
-    let buf: &[u8] = payload;
-    let mut last: Option<LastBytes> = None;
-    // A bytes field that turns out not to be the last is filled with a slice at once.
-    let mut bytes_field = |insert: &mut InsertRequest, field, range| {
-        if let Some(previous) = last.replace(LastBytes { field, range }) {
-            previous.fill(insert, payload.clone());
-        }
+    let mut decoder = Decoder {
+        insert,
+        payload,
+        last: None,
     };
+    walk(payload, &mut decoder)?;
+    Some(decoder.last)
+}
+
+/// What a consumer must know of an insert without decoding it: the header's kind, id and
+/// timestamp, the row timestamps' range and the first row id (its de-duplication identity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InsertHead {
+    /// The header's `msg_type`.
+    pub(crate) msg_type: i32,
+    /// The header's `msg_id`.
+    pub(crate) msg_id: i64,
+    /// The header's timestamp.
+    pub(crate) timestamp: u64,
+    /// Earliest row timestamp, the header's with no rows (as `MsgBody::begin_ts`).
+    pub(crate) begin_ts: u64,
+    /// Latest row timestamp, the header's with no rows (as `MsgBody::end_ts`).
+    pub(crate) end_ts: u64,
+    /// The first row id, 0 with none.
+    pub(crate) first_row: i64,
+}
+
+/// Checks that [`decode_insert`] takes `payload`, and reads its [`InsertHead`], without
+/// building the request: no vector, string or slice of the payload is made. One walk decides
+/// for both (only what each field is handed to differs), so a payload checked here decodes
+/// there, to a request with this head; `None` exactly where `decode_insert` says `None`, or
+/// the payload has no header.
+pub(crate) fn check_insert(payload: &[u8]) -> Option<InsertHead> {
+    let mut checker = Checker::default();
+    walk(payload, &mut checker)?;
+    let base = checker.base?;
+    let (begin_ts, end_ts) = checker.rows.unwrap_or((base.timestamp, base.timestamp));
+    Some(InsertHead {
+        msg_type: base.msg_type,
+        msg_id: base.msg_id,
+        timestamp: base.timestamp,
+        begin_ts,
+        end_ts,
+        first_row: checker.first_row.unwrap_or_default(),
+    })
+}
+
+/// What [`walk`] hands an insert's fields to, once each field's shape was checked.
+trait InsertFields {
+    /// The header (field 1), whose bytes lie at `range`.
+    fn header(&mut self, buf: &[u8], range: std::ops::Range<usize>) -> Option<()>;
+    /// A string field (2–5, or the namespace, 16), valid UTF-8.
+    fn string(&mut self, tag: u64, value: &str);
+    /// The packed timestamps (10) or row ids (11), at `range`.
+    fn packed(&mut self, tag: u64, buf: &[u8], range: std::ops::Range<usize>) -> Option<()>;
+    /// A row blob (12), its value's range (`None` for an empty blob).
+    fn row(&mut self, value: Option<std::ops::Range<usize>>);
+    /// A column (13), at `range`.
+    fn column(&mut self, range: std::ops::Range<usize>);
+    /// A varint scalar (6–9, 14, 15).
+    fn scalar(&mut self, tag: u64, value: u64);
+}
+
+/// Reads the fields of an insert of the shape described in the module docs, handing each to
+/// `fields`; `None` for any other shape.
+#[inline(always)]
+fn walk(buf: &[u8], fields: &mut impl InsertFields) -> Option<()> {
     let (mut at, mut seen) = (0, 0u32);
     while at < buf.len() {
         let key = varint(buf, &mut at)?;
@@ -261,49 +326,144 @@ pub(crate) fn decode_insert_into(
                 first_time(&mut seen, tag)?;
                 let range = delimited(buf, &mut at)?;
                 match tag {
-                    1 => header_into(buf, range, insert.base.insert(MsgBase::default()))?,
-                    2 => insert.shard_name = string(buf, range)?,
-                    3 => insert.db_name = string(buf, range)?,
-                    4 => insert.collection_name = string(buf, range)?,
-                    5 => insert.partition_name = string(buf, range)?,
-                    10 => packed_into(buf, range, |v| v, &mut insert.timestamps)?,
-                    11 => packed_into(buf, range, |v| v as i64, &mut insert.row_ids)?,
-                    _ => insert.namespace = Some(string(buf, range)?),
+                    1 => fields.header(buf, range)?,
+                    10 | 11 => fields.packed(tag, buf, range)?,
+                    _ => fields.string(tag, std::str::from_utf8(buf.get(range)?).ok()?),
                 }
             }
             (12, 2) => {
                 let range = delimited(buf, &mut at)?;
-                let value = blob_value(buf, range)?;
-                insert.row_data.push(Blob::default());
-                if let Some(value) = value.filter(|value| !value.is_empty()) {
-                    let row = BytesField::Row(insert.row_data.len() - 1);
-                    bytes_field(insert, row, value);
-                }
+                fields.row(blob_value(buf, range)?);
             }
             (13, 2) => {
                 let range = delimited(buf, &mut at)?;
-                insert.fields_data.push(Bytes::new());
-                if !range.is_empty() {
-                    let column = BytesField::Column(insert.fields_data.len() - 1);
-                    bytes_field(insert, column, range);
-                }
+                fields.column(range);
             }
             (6..=9 | 14 | 15, 0) => {
                 first_time(&mut seen, tag)?;
                 let value = varint(buf, &mut at)?;
-                match tag {
-                    6 => insert.db_id = value as i64,
-                    7 => insert.collection_id = value as i64,
-                    8 => insert.partition_id = value as i64,
-                    9 => insert.segment_id = value as i64,
-                    14 => insert.num_rows = value,
-                    _ => insert.version = value as i32,
-                }
+                fields.scalar(tag, value);
             }
             _ => return None,
         }
     }
-    Some(last)
+    Some(())
+}
+
+/// Builds the request: every bytes field a slice of the payload but the last, left to the
+/// caller (see [`LastBytes`]).
+struct Decoder<'a> {
+    insert: &'a mut InsertRequest,
+    payload: &'a Bytes,
+    last: Option<LastBytes>,
+}
+
+impl Decoder<'_> {
+    /// A bytes field that turns out not to be the last is filled with a slice at once.
+    #[inline(always)]
+    fn bytes_field(&mut self, field: BytesField, range: std::ops::Range<usize>) {
+        if let Some(previous) = self.last.replace(LastBytes { field, range }) {
+            previous.fill(self.insert, self.payload.clone());
+        }
+    }
+}
+
+impl InsertFields for Decoder<'_> {
+    #[inline(always)]
+    fn header(&mut self, buf: &[u8], range: std::ops::Range<usize>) -> Option<()> {
+        header_into(buf, range, self.insert.base.insert(MsgBase::default()))
+    }
+
+    #[inline(always)]
+    fn string(&mut self, tag: u64, value: &str) {
+        let value = value.to_string();
+        match tag {
+            2 => self.insert.shard_name = value,
+            3 => self.insert.db_name = value,
+            4 => self.insert.collection_name = value,
+            5 => self.insert.partition_name = value,
+            _ => self.insert.namespace = Some(value),
+        }
+    }
+
+    #[inline(always)]
+    fn packed(&mut self, tag: u64, buf: &[u8], range: std::ops::Range<usize>) -> Option<()> {
+        match tag {
+            10 => packed_into(buf, range, |v| v, &mut self.insert.timestamps),
+            _ => packed_into(buf, range, |v| v as i64, &mut self.insert.row_ids),
+        }
+    }
+
+    #[inline(always)]
+    fn row(&mut self, value: Option<std::ops::Range<usize>>) {
+        self.insert.row_data.push(Blob::default());
+        if let Some(value) = value.filter(|value| !value.is_empty()) {
+            let row = BytesField::Row(self.insert.row_data.len() - 1);
+            self.bytes_field(row, value);
+        }
+    }
+
+    #[inline(always)]
+    fn column(&mut self, range: std::ops::Range<usize>) {
+        self.insert.fields_data.push(Bytes::new());
+        if !range.is_empty() {
+            let column = BytesField::Column(self.insert.fields_data.len() - 1);
+            self.bytes_field(column, range);
+        }
+    }
+
+    #[inline(always)]
+    fn scalar(&mut self, tag: u64, value: u64) {
+        match tag {
+            6 => self.insert.db_id = value as i64,
+            7 => self.insert.collection_id = value as i64,
+            8 => self.insert.partition_id = value as i64,
+            9 => self.insert.segment_id = value as i64,
+            14 => self.insert.num_rows = value,
+            _ => self.insert.version = value as i32,
+        }
+    }
+}
+
+/// Notes the [`InsertHead`]'s parts and nothing else.
+#[derive(Default)]
+struct Checker {
+    base: Option<MsgBase>,
+    /// The lowest and highest row timestamp, `None` with no rows.
+    rows: Option<(u64, u64)>,
+    first_row: Option<i64>,
+}
+
+impl InsertFields for Checker {
+    #[inline(always)]
+    fn header(&mut self, buf: &[u8], range: std::ops::Range<usize>) -> Option<()> {
+        header_into(buf, range, self.base.insert(MsgBase::default()))
+    }
+
+    #[inline(always)]
+    fn string(&mut self, _tag: u64, _value: &str) {}
+
+    #[inline(always)]
+    fn packed(&mut self, tag: u64, buf: &[u8], range: std::ops::Range<usize>) -> Option<()> {
+        let (rows, first_row) = (&mut self.rows, &mut self.first_row);
+        packed_each(buf, range, |value| {
+            if tag == 10 {
+                let (low, high) = rows.get_or_insert((value, value));
+                (*low, *high) = ((*low).min(value), (*high).max(value));
+            } else {
+                first_row.get_or_insert(value as i64);
+            }
+        })
+    }
+
+    #[inline(always)]
+    fn row(&mut self, _value: Option<std::ops::Range<usize>>) {}
+
+    #[inline(always)]
+    fn column(&mut self, _range: std::ops::Range<usize>) {}
+
+    #[inline(always)]
+    fn scalar(&mut self, _tag: u64, _value: u64) {}
 }
 
 #[cfg(test)]
@@ -333,6 +493,52 @@ mod tests {
             namespace: Some(String::new()),
             ..Default::default()
         }
+    }
+
+    /// The head of a decoded insert, as the body's own accessors give it.
+    fn head_of(insert: &InsertRequest) -> InsertHead {
+        let base = insert.base.clone().unwrap_or_default();
+        let body = crate::msg::MsgBody::Insert(insert.clone());
+        InsertHead {
+            msg_type: base.msg_type,
+            msg_id: base.msg_id,
+            timestamp: base.timestamp,
+            begin_ts: body.begin_ts(),
+            end_ts: body.end_ts(),
+            first_row: insert.row_ids.first().copied().unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn the_check_reads_the_head_without_decoding() {
+        let encoded = Bytes::from(sample().encode_to_vec());
+        let head = check_insert(&encoded).expect("an insert");
+        assert_eq!(head, head_of(&sample()));
+        assert_eq!(
+            (head.begin_ts, head.end_ts, head.first_row),
+            (99, u64::MAX, 1)
+        );
+        // No rows: the header's timestamp; no header: nothing a stream can place.
+        let no_rows = InsertRequest {
+            base: Some(MsgBase::new(400, 3, 42)),
+            ..Default::default()
+        };
+        let head = check_insert(&no_rows.encode_to_vec()).expect("an insert");
+        assert_eq!((head.begin_ts, head.end_ts, head.first_row), (42, 42, 0));
+        assert_eq!(check_insert(&[]), None);
+        // A string that is not UTF-8 fails both.
+        let mut bad = InsertRequest {
+            shard_name: "é".into(),
+            ..sample()
+        }
+        .encode_to_vec();
+        let at = bad
+            .iter()
+            .position(|b| *b == 0xc3)
+            .expect("the name's first byte");
+        bad[at] = 0xff;
+        assert_eq!(check_insert(&bad), None);
+        assert_eq!(decode_insert(&bad.into()), None);
     }
 
     #[test]
@@ -503,6 +709,9 @@ mod tests {
             }
             for payload in [bytes, changed] {
                 let payload = Bytes::from(payload);
+                // The check accepts what the decoder decodes with a header, and reads its head.
+                let decoded = decode_insert(&payload).filter(|insert| insert.base.is_some());
+                proptest::prop_assert_eq!(check_insert(&payload), decoded.as_ref().map(head_of));
                 if let Some(fast) = decode_insert(&payload) {
                     let slow = InsertRequest::decode(payload.clone());
                     proptest::prop_assert_eq!(Ok::<_, String>(fast.clone()), slow.map_err(|e| e.to_string()));

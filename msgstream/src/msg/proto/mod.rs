@@ -27,4 +27,4 @@ pub use dml::{
     DataNodeTtMsg, DeleteRequest, IdField, Ids, LongArray, SegmentStats, StringArray, TimeTickMsg,
 };
 pub use insert::{InsertDataVersion, InsertRequest};
-pub(crate) use insert_fast::{decode_insert, decode_insert_into};
+pub(crate) use insert_fast::{check_insert, decode_insert, decode_insert_into, InsertHead};

@@ -98,12 +98,12 @@ pub struct Described {
 
 /// Describes `msg` for people and for JSON.
 pub fn describe(msg: &TsMsg) -> Described {
-    let keys = match &msg.body {
+    let keys = match msg.body() {
         MsgBody::Insert(m) => m.row_ids.iter().map(i64::to_string).collect(),
         MsgBody::Delete(m) => delete_keys(m),
         _ => Vec::new(),
     };
-    let (kind, payload) = match &msg.body {
+    let (kind, payload) = match msg.body() {
         MsgBody::Insert(m) => (
             "insert".to_string(),
             m.row_data

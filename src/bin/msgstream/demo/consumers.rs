@@ -25,7 +25,7 @@ fn describe(index: usize, pack: &MsgPack) -> String {
             .as_ref()
             .map_or("?", |p| p.channel_name.as_str());
         let entry = per_channel.entry(channel).or_default();
-        match msg.body {
+        match msg.body() {
             MsgBody::Delete(_) => entry.1 += 1,
             _ => entry.0 += 1,
         }
