@@ -195,3 +195,29 @@ async fn a_panicked_pump_stops_without_waiting_for_room() {
         .await
         .expect("close waited for the panicked pump to find room");
 }
+
+/// Received inserts are checked in the pump and decoded on first access, to the body sent; an
+/// insert that does not decode is still the batch's failure in its place (after the messages
+/// before it).
+#[tokio::test]
+async fn inserts_are_checked_on_receipt_and_decoded_on_access() {
+    let (ctx, mut parked) = pump().await;
+    let mut batch = run_of(1, 4, 100);
+    // Message 3 looks like an insert (its header says so) and breaks off mid-row.
+    let whole = batch[2].payload.clone();
+    batch[2].payload = whole.slice(..whole.len() - 1);
+    assert!(ctx.receive(&mut parked, Ok(batch)).is_none());
+    let pending = parked.pending.pop_front().expect("a batch");
+    assert_eq!(pending.msgs.len(), 2, "the messages before the bad one");
+    for (msg, id) in pending.msgs.iter().zip(1..) {
+        assert!(!msg.is_decoded(), "not decoded by the pump");
+        assert_eq!((msg.id(), msg.begin_ts()), (id, id as u64));
+        assert_eq!(msg.body(), crate::testkit::insert(id, id as u64, 0).body());
+        assert!(msg.is_decoded());
+    }
+    let failure = pending.failure.as_ref().map(|(error, _)| error.to_string());
+    assert!(
+        failure.as_deref().is_some_and(|e| e.contains("message")),
+        "{failure:?}"
+    );
+}

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-use super::proto::{check_insert, decode_insert, InsertHead, MsgBase, MsgType};
+use super::proto::{check_insert, decode_insert_into, InsertHead, InsertRequest, MsgBase, MsgType};
 use super::tsmsg::{CustomMsg, MsgBody};
 
 /// A checked insert payload, its head, and its body once decoded.
@@ -53,14 +53,20 @@ impl ReceivedInsert {
 
     /// The body, decoded on the first call.
     pub(crate) fn body(&self) -> &MsgBody {
-        self.body.get_or_init(|| Box::new(self.decode()))
+        self.body.get_or_init(|| self.decode())
+    }
+
+    /// Whether the body was decoded.
+    #[cfg(test)]
+    pub(crate) fn is_decoded(&self) -> bool {
+        self.body.get().is_some()
     }
 
     /// The body, decoded if no one read it yet.
     pub(crate) fn into_body(self) -> MsgBody {
         match self.body.into_inner() {
             Some(body) => *body,
-            None => ReceivedInsert {
+            None => *ReceivedInsert {
                 body: OnceLock::new(),
                 ..self
             }
@@ -71,14 +77,22 @@ impl ReceivedInsert {
     /// The body the checked payload decodes to. The check and the decoder take one walk, so
     /// the decode succeeds; were they ever to disagree, the message still reaches its reader,
     /// whole and unchanged, as a kind the stream could not decode (never a panic or a loss).
-    fn decode(&self) -> MsgBody {
-        match decode_insert(&self.payload) {
-            Some(insert) => MsgBody::Insert(insert),
-            None => MsgBody::Unknown(CustomMsg {
-                base: MsgBase::new(self.head.msg_type, self.head.msg_id, self.head.timestamp),
-                payload: self.payload.clone(),
-            }),
+    ///
+    /// Decoded where it is kept, in its box: the request is not built aside and moved in.
+    fn decode(&self) -> Box<MsgBody> {
+        let mut body = Box::new(MsgBody::Insert(InsertRequest::default()));
+        if let MsgBody::Insert(insert) = &mut *body {
+            if let Some(last) = decode_insert_into(&self.payload, insert) {
+                if let Some(last) = last {
+                    last.fill(insert, self.payload.clone());
+                }
+                return body;
+            }
         }
+        Box::new(MsgBody::Unknown(CustomMsg {
+            base: MsgBase::new(self.head.msg_type, self.head.msg_id, self.head.timestamp),
+            payload: self.payload.clone(),
+        }))
     }
 }
 
@@ -87,7 +101,7 @@ mod tests {
     use prost::Message as _;
 
     use super::*;
-    use crate::msg::{Blob, InsertRequest};
+    use crate::msg::Blob;
 
     fn insert() -> InsertRequest {
         InsertRequest {
@@ -108,7 +122,7 @@ mod tests {
     fn decodes_on_access_to_what_was_sent() {
         let received = ReceivedInsert::check(insert().encode_to_vec().into()).expect("insert");
         assert_eq!((received.head().begin_ts, received.head().end_ts), (10, 20));
-        assert!(received.body.get().is_none(), "nothing decoded yet");
+        assert!(!received.is_decoded(), "nothing decoded yet");
         assert_eq!(received.body(), &MsgBody::Insert(insert()));
         assert_eq!(received.clone().into_body(), MsgBody::Insert(insert()));
     }

@@ -275,6 +275,15 @@ impl TsMsg {
         }
     }
 
+    /// Whether the body is decoded (always, but for a received insert not read yet).
+    #[cfg(test)]
+    pub(crate) fn is_decoded(&self) -> bool {
+        match &self.held {
+            Held::Decoded(_) => true,
+            Held::Received(insert) => insert.is_decoded(),
+        }
+    }
+
     /// The body if it is held decoded; `None` for a received insert (whose body is an insert
     /// whether or not it was read).
     #[inline]

@@ -29,7 +29,8 @@
 //!   (`case=latency_grouped_acks`, `AckWrite::Grouped` of 5 ms; see `latency.rs`);
 //! - tt: a `TtMsgStream` over 16, 64 and 256 filled channels (the same inserts) against raw
 //!   iteration of the same files, three passes of each side per filled database, with the
-//!   peak resident memory of our passes (see `tt.rs`);
+//!   peak resident memory of our passes, and at 16 channels passes that read every body
+//!   (see `tt.rs`);
 //! - durable: 1, 4 and 16 producers sending one message at a time under `SyncData`, against
 //!   a perfect group commit of raw `fdatasync`-ed writes driven the same way (`N` tasks, one
 //!   committer thread, `N` messages per synced write; see `durable.rs`);
