@@ -103,6 +103,9 @@ fn tt_case(
         }
     }
     let (ratio, ahead_ratio) = (paired_ratio(&ours, &raw), paired_ratio(&ours, &raw_ahead));
+    let bodies_ratio = (!ours_bodies.is_empty()).then(|| paired_ratio(&ours_bodies, &raw));
+    let (ours, raw, raw_ahead) = (median(ours), median(raw), median(raw_ahead));
+    let memory = rss::fields(&memory);
     summary.push(format!(
         "case=tt_rocksmq channels={channels} msgs_per_s={ours:.0} raw_consume_msgs_per_s={raw:.0} ratio={ratio:.2} {memory}"
     ));
