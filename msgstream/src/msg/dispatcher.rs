@@ -7,9 +7,8 @@ use std::sync::Arc;
 use prost::Message as _;
 
 use super::proto::{
-    decode_insert, decode_insert_into, CreateCollectionRequest, CreatePartitionRequest,
-    DataNodeTtMsg, DeleteRequest, DropCollectionRequest, DropPartitionRequest, InsertRequest,
-    MsgHeader, MsgType, TimeTickMsg,
+    decode_insert, CreateCollectionRequest, CreatePartitionRequest, DataNodeTtMsg, DeleteRequest,
+    DropCollectionRequest, DropPartitionRequest, InsertRequest, MsgHeader, MsgType, TimeTickMsg,
 };
 use super::received::ReceivedInsert;
 use super::tsmsg::{CustomMsg, MsgBody};
@@ -106,7 +105,7 @@ type Kinds = HashMap<i32, Entry, std::hash::BuildHasherDefault<KindHasher>>;
 pub struct DecoderRegistry {
     decoders: Kinds,
     /// Whether inserts decode with the built-in decoder (not replaced by the application):
-    /// then [`Self::decode_bytes`] tries them first, without the kind lookup.
+    /// then a stream checks received inserts and keeps them undecoded.
     builtin_insert: bool,
 }
 
@@ -196,20 +195,12 @@ impl DecoderRegistry {
     }
 
     /// [`Self::decode`] of a payload held as `Bytes` (as consumers deliver them): the same
-    /// result, with one allocation and copy less per bytes field of a built-in kind. Taken by
-    /// value: an insert keeps the payload itself as its last bytes field (see
-    /// `insert_fast::LastBytes`).
+    /// result, with one allocation and copy less per bytes field of a built-in kind. Inserts
+    /// the built-in decoder takes are not decoded here but checked and kept
+    /// ([`Self::check_received_insert`]), so this is what the pump does with every other
+    /// payload.
     #[inline]
     pub(crate) fn decode_bytes(&self, payload: bytes::Bytes) -> Result<MsgBody> {
-        let payload = if self.may_be_insert(&payload) {
-            let mut insert = InsertRequest::default();
-            match self.decode_insert_in_place(payload, &mut insert) {
-                Ok(()) => return Ok(MsgBody::Insert(insert)),
-                Err(payload) => payload,
-            }
-        } else {
-            payload
-        };
         let payload = &payload;
         if let Some((kind, builtin)) = self.builtin_of(payload) {
             if let Ok(body) = builtin.decode_bytes(payload) {
@@ -235,46 +226,15 @@ impl DecoderRegistry {
         ReceivedInsert::check(payload)
     }
 
-    /// Whether `payload` may take [`Self::decode_insert_in_place`]: inserts are decoded by the
-    /// built-in decoder, and its first bytes look like an insert's.
+    /// Whether `payload` may be a received insert to check ([`Self::check_received_insert`]):
+    /// inserts are decoded by the built-in decoder, and its first bytes look like an insert's.
+    /// Inserts are recognised by the look of their first bytes (a header whose first field is
+    /// `msg_type` 400), with no kind lookup; the check accepts only one header and only fields
+    /// of `InsertRequest` with their declared wire types, so when that header says Insert, the
+    /// general path would have chosen the built-in Insert decoder too and returned the same.
     #[inline]
     pub(crate) fn may_be_insert(&self, payload: &[u8]) -> bool {
         self.builtin_insert && looks_like_insert(payload)
-    }
-
-    /// [`Self::decode_bytes`] of an insert, written into `insert` (a default one) where the
-    /// caller wants it instead of returned through each layer. It gives the payload back when
-    /// the payload is not an insert it takes (for the general path of `decode_bytes`); `insert`
-    /// then holds a partial decode the caller discards.
-    ///
-    /// Inserts are recognised by the look of their first bytes (a header whose first field is
-    /// `msg_type` 400), with no kind lookup. The fast decoder accepts only one header and only
-    /// fields of `InsertRequest` with their declared wire types, and returns what prost does;
-    /// so when that header says Insert, the general path would have chosen the built-in Insert
-    /// decoder too and returned the same.
-    #[inline]
-    pub(crate) fn decode_insert_in_place(
-        &self,
-        payload: bytes::Bytes,
-        insert: &mut InsertRequest,
-    ) -> std::result::Result<(), bytes::Bytes> {
-        if !self.may_be_insert(&payload) {
-            return Err(payload);
-        }
-        match decode_insert_into(&payload, insert) {
-            Some(last)
-                if insert
-                    .base
-                    .as_ref()
-                    .is_some_and(|base| base.msg_type == MsgType::Insert as i32) =>
-            {
-                if let Some(last) = last {
-                    last.fill(insert, payload);
-                }
-                Ok(())
-            }
-            _ => Err(payload),
-        }
     }
 
     /// The kind the payload's first header names, and its decoder if that is built in.
