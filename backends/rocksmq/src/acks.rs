@@ -42,6 +42,12 @@ use crate::Rocksmq;
 #[derive(Debug, Default)]
 pub(crate) struct StagedAcks {
     by_topic: HashMap<u64, HashMap<String, Staged>>,
+    /// Whether an ack may be staged and unwritten: set by every staging, cleared by a write of
+    /// everything staged. A stream commits a pack by staging an ack on each of its channels
+    /// and then flushing once per channel: the first flush writes them all, and the others
+    /// must not each look through every group of every topic to find nothing (at 256
+    /// channels that search, repeated per channel, cost more than the write).
+    dirty: bool,
     /// Set by [`Rocksmq::close`] once it wrote what was staged: nothing is staged after that
     /// (it would never be written), staging is `Error::Closed`.
     closed: bool,
@@ -64,6 +70,7 @@ impl StagedAcks {
         if self.closed {
             return Err(Error::Closed("rocksmq client"));
         }
+        self.dirty = true;
         let groups = self.by_topic.entry(topic_id).or_default();
         match groups.get_mut(group) {
             Some(staged) => staged.acked = Some(staged.acked.map_or(id, |a| a.max(id))),
@@ -117,14 +124,23 @@ impl StagedAcks {
         self.by_topic.remove(&topic_id);
     }
 
-    fn pending(&self) -> impl Iterator<Item = (u64, &str, &Staged, u64)> + '_ {
-        self.by_topic.iter().flat_map(|(&topic_id, groups)| {
-            groups.iter().filter_map(move |(group, staged)| {
-                staged
-                    .acked
-                    .map(|acked| (topic_id, group.as_str(), staged, acked))
-            })
-        })
+    /// Whether `only` that group, or any group (`None`), has an ack staged and unwritten.
+    fn has_pending(&self, only: Option<(u64, &str)>) -> bool {
+        match only {
+            Some((topic_id, group)) => self
+                .by_topic
+                .get(&topic_id)
+                .and_then(|groups| groups.get(group))
+                .is_some_and(|staged| staged.acked.is_some()),
+            None => {
+                self.dirty
+                    && self
+                        .by_topic
+                        .values()
+                        .flat_map(HashMap::values)
+                        .any(|staged| staged.acked.is_some())
+            }
+        }
     }
 }
 
@@ -215,10 +231,10 @@ pub(crate) fn write_staged(
     only: Option<(u64, &str)>,
 ) -> Result<()> {
     let wanted = |topic_id: u64, group: &str| only.is_none_or(|(t, g)| t == topic_id && g == group);
-    if !staged
-        .pending()
-        .any(|(topic_id, group, _, _)| wanted(topic_id, group))
-    {
+    if !staged.has_pending(only) {
+        if only.is_none() {
+            staged.dirty = false;
+        }
         return Ok(());
     }
     let mut missing: Vec<(u64, String)> = Vec::new();
@@ -267,6 +283,10 @@ pub(crate) fn write_staged(
         }
     }
     wrote?;
+    if only.is_none() {
+        // Every staged ack was written, or dropped with its missing group just below.
+        staged.dirty = false;
+    }
     for (topic_id, group) in missing {
         staged.remove_group(topic_id, &group);
     }
