@@ -230,3 +230,34 @@ async fn a_direct_ack_writes_its_own_group_and_leaves_the_others_staged() {
     );
     assert_eq!(mq.committed_position("b", "g").expect("b"), 5);
 }
+
+/// A stream flushes once per channel after staging a pack's acks: the first flush writes them
+/// all and the others find nothing. However many flushes found nothing, the next ack staged is
+/// written by the next flush, on any topic.
+#[tokio::test]
+async fn flushes_that_find_nothing_do_not_keep_the_next_ack_from_being_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = queue_with(&dir, &["a", "b"]).await;
+    mq.stage_ack("a", "g", 3).expect("stage");
+    for _ in 0..3 {
+        mq.flush_acks().expect("flush");
+    }
+    assert_eq!(mq.committed_position("a", "g").expect("position"), 4);
+    mq.stage_ack("b", "g", 6).expect("stage");
+    mq.flush_acks().expect("flush");
+    assert_eq!(
+        mq.committed_position("b", "g").expect("position"),
+        7,
+        "written by the flush after it"
+    );
+    mq.stage_ack("a", "g", 9).expect("stage");
+    mq.ack("b", "g", 8)
+        .expect("a direct ack writes only its own group");
+    assert_eq!(mq.committed_position("a", "g").expect("position"), 4);
+    mq.flush_acks().expect("flush");
+    assert_eq!(
+        mq.committed_position("a", "g").expect("position"),
+        10,
+        "still staged after the direct ack, written by the next flush"
+    );
+}
