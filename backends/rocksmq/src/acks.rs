@@ -31,7 +31,7 @@ use crate::codec::GroupRecord;
 use crate::group::{get, validate_group};
 use crate::keys::{group_key, CF_GROUPS};
 use crate::store::Store;
-use crate::topics::FIRST_MESSAGE_ID;
+use crate::topics::{TopicState, FIRST_MESSAGE_ID};
 use crate::writer::now_ms;
 use crate::Rocksmq;
 
@@ -200,6 +200,15 @@ impl Rocksmq {
         lock(&self.inner.groups).stage(topic_id, topic, group, id)
     }
 
+    /// [`Rocksmq::stage_ack`] for a consumer of `topic`, which holds the topic's state and
+    /// a group that was checked when it subscribed: it finds neither by name. A stream commits a
+    /// pack with one of these per channel, on the task that hands the packs out.
+    pub(crate) fn stage_ack_on(&self, topic: &TopicState, group: &str, id: u64) -> Result<()> {
+        topic.check_live()?;
+        check_ack_range(topic, id)?;
+        lock(&self.inner.groups).stage(topic.id, &topic.name, group, id)
+    }
+
     /// Writes every staged acknowledgement of the queue in one unsynced write: a power cut can
     /// only move a group back (redelivery), never forward. The acks of a group deleted since
     /// they were staged are dropped, and that is the error returned once the others are
@@ -213,14 +222,21 @@ impl Rocksmq {
     fn checked_ack(&self, topic: &str, group: &str, id: u64) -> Result<u64> {
         let state = self.topic(topic)?;
         validate_group(group)?;
-        let next = state.tail().next_id;
-        if id < FIRST_MESSAGE_ID || id >= next {
-            return Err(Error::InvalidArgument(format!(
-                "cannot ack message {id} of topic {topic:?}: ids so far are {FIRST_MESSAGE_ID}..{next}"
-            )));
-        }
+        check_ack_range(&state, id)?;
         Ok(state.id)
     }
+}
+
+/// Whether `id` may be acknowledged on `topic`: an id it has given out.
+fn check_ack_range(topic: &TopicState, id: u64) -> Result<()> {
+    let next = topic.tail().next_id;
+    if id < FIRST_MESSAGE_ID || id >= next {
+        return Err(Error::InvalidArgument(format!(
+            "cannot ack message {id} of topic {:?}: ids so far are {FIRST_MESSAGE_ID}..{next}",
+            topic.name
+        )));
+    }
+    Ok(())
 }
 
 /// Writes the staged acks of every group, or of `only` that one, in one write (see

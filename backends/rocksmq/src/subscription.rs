@@ -4,9 +4,12 @@
 //! polling). Every method that can wait is cancel-safe: the cursor only moves in the synchronous
 //! read that follows a completed wait, so dropping a pending future loses nothing.
 
+use std::sync::Arc;
+
 use msgstream::Result;
 
 use crate::read::{Cursor, StoredMessage};
+use crate::topics::TopicState;
 use crate::Rocksmq;
 
 /// One consumer of a consumer group: a read cursor starting at the group's committed position.
@@ -34,6 +37,11 @@ impl Subscription {
     /// The topic consumed.
     pub fn topic(&self) -> &str {
         &self.cursor.topic.name
+    }
+
+    /// The state of the topic consumed, as it was when the subscription was made.
+    pub(crate) fn topic_state(&self) -> &Arc<TopicState> {
+        &self.cursor.topic
     }
 
     /// The consumer group.

@@ -261,3 +261,45 @@ async fn flushes_that_find_nothing_do_not_keep_the_next_ack_from_being_written()
         "still staged after the direct ack, written by the next flush"
     );
 }
+
+/// A consumer stages its acks on the topic it subscribed to: once that topic is destroyed
+/// they are refused, even when a new topic of the same name exists (its ids are other
+/// messages), and nothing is staged for the new topic's group.
+#[tokio::test]
+async fn an_acker_refuses_acks_once_its_topic_is_destroyed_even_if_the_name_is_reused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = queue_with(&dir, &["a"]).await;
+    let client = Arc::new(RocksmqClient::from(mq.clone()));
+    let mut a = client
+        .subscribe(ConsumerOptions::new("a", "g"))
+        .await
+        .expect("consumer a");
+    let acker = a.acker();
+    let received = a.recv_batch(3).await.expect("recv a");
+    mq.destroy_topic("a").expect("destroy");
+    recreate(&mq, "a").await;
+    assert!(
+        matches!(
+            acker.stage(&received[2]).await,
+            Err(Error::InvalidArgument(_))
+        ),
+        "an ack of a message of the destroyed topic"
+    );
+    mq.flush_acks().expect("flush");
+    assert_eq!(
+        mq.committed_position("a", "g").expect("position"),
+        0,
+        "the new topic's group did not move"
+    );
+}
+
+/// Creates `topic` again on `mq`, with ten messages and group `g` at the earliest.
+async fn recreate(mq: &Rocksmq, topic: &str) {
+    mq.create_topic(topic).expect("topic");
+    let batch = (0..10)
+        .map(|i| ProducerMessage::new(format!("new {i}")))
+        .collect();
+    mq.produce(topic, batch).await.expect("produce");
+    mq.create_consumer_group(topic, "g", InitialPosition::Earliest)
+        .expect("group");
+}

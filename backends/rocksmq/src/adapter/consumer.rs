@@ -10,6 +10,7 @@ use msgstream::msg::SharedStr;
 use msgstream::{Error, Result};
 
 use super::{checked_position, engine_id, to_message};
+use crate::topics::TopicState;
 use crate::{Rocksmq, Subscription};
 
 /// A consumer: prefetches up to `buffer` messages at a time from the group's cursor.
@@ -35,13 +36,25 @@ pub struct RocksmqConsumer {
 }
 
 /// What acking needs, shared by a consumer and its [`Acker`] handles.
-#[derive(Debug)]
 struct RocksmqAcker {
     engine: Rocksmq,
     topic: SharedStr,
+    /// The topic's state, so that staging an ack finds it without a look-up by name.
+    state: Arc<TopicState>,
     group: String,
     epoch: DeliveryEpoch,
     closed: AtomicBool,
+}
+
+impl std::fmt::Debug for RocksmqAcker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksmqAcker")
+            .field("topic", &self.topic)
+            .field("group", &self.group)
+            .field("epoch", &self.epoch)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
 }
 
 #[async_trait]
@@ -55,7 +68,7 @@ impl Acker for RocksmqAcker {
     /// flush (one `WriteBatch` for a whole pack's channels).
     async fn stage(&self, message: &Message) -> Result<()> {
         let id = self.checked_id(message)?;
-        self.engine.stage_ack(&self.topic, &self.group, id)
+        self.engine.stage_ack_on(&self.state, &self.group, id)
     }
 
     async fn flush(&self) -> Result<()> {
@@ -92,6 +105,7 @@ impl RocksmqConsumer {
             epoch: DeliveryEpoch::new(engine.next_epoch()),
             engine,
             topic: SharedStr::interned(subscription.topic()),
+            state: subscription.topic_state().clone(),
             group: subscription.group().to_string(),
             closed: AtomicBool::new(false),
         });
