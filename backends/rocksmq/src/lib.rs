@@ -51,7 +51,7 @@ pub use engine::{LostMessages, Rocksmq};
 pub use group::GroupInfo;
 pub use ledger::{LEDGER_FILE, LEDGER_INTERVAL};
 pub use options::{Recovery, RocksmqOptions};
-pub use read::{StoredMessage, BACKLOG_READAHEAD_BYTES};
+pub use read::{backlog_scan_options, StoredMessage, BACKLOG_READAHEAD_BYTES};
 pub use retention::{RetentionProgress, RetentionReport};
 pub use store::{column_family_options, database_options, INFO_LOG_FILES, INFO_LOG_MAX_BYTES};
 pub use subscription::{Subscription, TopicReader};

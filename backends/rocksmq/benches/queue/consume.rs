@@ -2,9 +2,10 @@
 //!
 //! Each filled queue is settled, then copied, so that ours, the engine's batch API and raw
 //! RocksDB each read identical files of their own, all open at once. Raw RocksDB reads twice
-//! over: with default read options (the reference of `case=consume`), and with the readahead
-//! the queue gives its backlog reads (`case=consume_same_readahead`), which tells what the
-//! queue's own code costs from what its tuning wins. Each side then reads its copy in
+//! over: with default read options (the reference of `case=consume`), and with the read options
+//! the queue gives its backlog reads, readahead and no block-cache fill
+//! (`case=consume_same_readahead`), which tells what the queue's own code costs from what its
+//! tuning wins. Each side then reads its copy in
 //! `CONSUME_ROUNDS` chunks, the chunks of a round back to back (ours always between the two raw
 //! readers, which one first alternating): a pair is measured within a few hundredths of a second,
 //! while this machine's speed drifts by a fifth from one second to the next (whole passes
@@ -15,7 +16,7 @@ use std::time::Instant;
 
 use msgstream::mq::{Client, Consumer, ConsumerOptions, InitialPosition};
 use msgstream_rocksmq::{
-    column_family_options, database_options, RocksmqClient, Subscription, BACKLOG_READAHEAD_BYTES,
+    backlog_scan_options, column_family_options, database_options, RocksmqClient, Subscription,
 };
 use rocksdb::{ColumnFamilyDescriptor, DBRawIterator, DB};
 
@@ -100,10 +101,10 @@ async fn consume_run(payload: usize, total: usize) -> Rates {
     let ahead_db = open_raw_same_files(ahead_dir.path());
     let mut raw_iter = raw_db.raw_iterator_cf(raw_db.cf_handle("messages").expect("cf"));
     raw_iter.seek_to_first();
-    let mut ahead_options = rocksdb::ReadOptions::default();
-    ahead_options.set_readahead_size(BACKLOG_READAHEAD_BYTES);
-    let mut ahead_iter =
-        ahead_db.raw_iterator_cf_opt(ahead_db.cf_handle("messages").expect("cf"), ahead_options);
+    let mut ahead_iter = ahead_db.raw_iterator_cf_opt(
+        ahead_db.cf_handle("messages").expect("cf"),
+        backlog_scan_options(),
+    );
     ahead_iter.seek_to_first();
 
     let mut rates = Rates {

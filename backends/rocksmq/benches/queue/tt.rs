@@ -3,8 +3,8 @@
 //! RocksDB iterating the same files (every record of those channels, ticks included, each
 //! value copied out). Both rates count the data messages delivered. Raw RocksDB reads each
 //! database twice per pass, with default read options (`case=tt_rocksmq`, #13's reference)
-//! and with the readahead the queue gives its backlog reads (`case=tt_rocksmq_same_readahead`),
-//! as the consume case does. `MSGSTREAM_BENCH_TT_CHANNELS=16` runs one channel count. At 16
+//! and with the read options the queue gives its backlog reads, readahead and no block-cache
+//! fill (`case=tt_rocksmq_same_readahead`), as the consume case does. `MSGSTREAM_BENCH_TT_CHANNELS=16` runs one channel count. At 16
 //! channels a third pass per round reads every insert's row data as well
 //! (`case=tt_rocksmq_read_bodies`): received inserts are decoded on first access, so this is
 //! what an application that reads every body pays, on its own task.
@@ -28,7 +28,7 @@ use msgstream::mq::{Client, InitialPosition};
 use msgstream::msg::{Blob, InsertRequest, MsgBase, MsgBody, MsgPack, MsgType, TsMsg};
 use msgstream::stream::{MsgStream, StreamOptions};
 use msgstream::tt::TtMsgStream;
-use msgstream_rocksmq::{RocksmqClient, BACKLOG_READAHEAD_BYTES};
+use msgstream_rocksmq::{backlog_scan_options, RocksmqClient};
 
 use crate::consume::{open_raw_same_files, settle};
 use crate::rss::{self, Peak};
@@ -220,14 +220,15 @@ async fn tt_read(
 }
 
 /// Raw RocksDB over the same (settled) files: every record of the messages column family, with
-/// default read options or (`readahead`) the queue's backlog readahead.
+/// default read options or (`readahead`) the queue's backlog read options.
 fn raw_read(dir: &tempfile::TempDir, data: u64, readahead: bool) -> f64 {
     let db = open_raw_same_files(dir.path());
     let cf = db.cf_handle("messages").expect("cf");
-    let mut options = rocksdb::ReadOptions::default();
-    if readahead {
-        options.set_readahead_size(BACKLOG_READAHEAD_BYTES);
-    }
+    let options = if readahead {
+        backlog_scan_options()
+    } else {
+        rocksdb::ReadOptions::default()
+    };
     let mut iter = db.raw_iterator_cf_opt(cf, options);
     iter.seek_to_first();
     let start = Instant::now();
