@@ -284,8 +284,8 @@ fn backlog_read_options(expected: usize) -> rocksdb::ReadOptions {
 /// blocks read not put into RocksDB's block cache. A consumer reads its backlog once, in order,
 /// so its blocks are not read again from the cache; filling it with them only evicted what
 /// tailing consumers and look-ups read again, and cost every read an insert (in the
-/// timetick bench, reading 256 channels at once on two threads, that made each read about a
-/// third slower than the same reads on one thread). The next backlog read decompresses again
+/// timetick bench, reading 256 channels at once on two threads, that made the reads take
+/// about 40 % longer than the same reads on one thread). The next backlog read decompresses again
 /// the one block where the last stopped. Public so that benchmarks can give raw RocksDB the
 /// same options.
 pub fn backlog_scan_options() -> rocksdb::ReadOptions {
