@@ -17,15 +17,20 @@ fn options(dir: &tempfile::TempDir) -> RocksmqOptions {
 async fn queue_with(dir: &tempfile::TempDir, topics: &[&str]) -> Rocksmq {
     let mq = Rocksmq::open(options(dir)).expect("open");
     for topic in topics {
-        mq.create_topic(topic).expect("topic");
-        let batch = (0..10)
-            .map(|i| ProducerMessage::new(format!("{i}")))
-            .collect();
-        mq.produce(topic, batch).await.expect("produce");
-        mq.create_consumer_group(topic, "g", InitialPosition::Earliest)
-            .expect("group");
+        create(&mq, topic).await;
     }
     mq
+}
+
+/// Creates `topic` on `mq` with ten messages and group `g` at the earliest.
+async fn create(mq: &Rocksmq, topic: &str) {
+    mq.create_topic(topic).expect("topic");
+    let batch = (0..10)
+        .map(|i| ProducerMessage::new(format!("{i}")))
+        .collect();
+    mq.produce(topic, batch).await.expect("produce");
+    mq.create_consumer_group(topic, "g", InitialPosition::Earliest)
+        .expect("group");
 }
 
 #[tokio::test]
@@ -277,7 +282,7 @@ async fn an_acker_refuses_acks_once_its_topic_is_destroyed_even_if_the_name_is_r
     let acker = a.acker();
     let received = a.recv_batch(3).await.expect("recv a");
     mq.destroy_topic("a").expect("destroy");
-    recreate(&mq, "a").await;
+    create(&mq, "a").await;
     assert!(
         matches!(
             acker.stage(&received[2]).await,
@@ -291,15 +296,4 @@ async fn an_acker_refuses_acks_once_its_topic_is_destroyed_even_if_the_name_is_r
         0,
         "the new topic's group did not move"
     );
-}
-
-/// Creates `topic` again on `mq`, with ten messages and group `g` at the earliest.
-async fn recreate(mq: &Rocksmq, topic: &str) {
-    mq.create_topic(topic).expect("topic");
-    let batch = (0..10)
-        .map(|i| ProducerMessage::new(format!("new {i}")))
-        .collect();
-    mq.produce(topic, batch).await.expect("produce");
-    mq.create_consumer_group(topic, "g", InitialPosition::Earliest)
-        .expect("group");
 }
