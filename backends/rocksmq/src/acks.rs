@@ -22,6 +22,7 @@
 //!   staged: an ack from before a seek never moves the group past where the seek put it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use msgstream::sync::lock;
 use msgstream::{Error, Result};
@@ -151,20 +152,35 @@ impl Rocksmq {
     /// [`Rocksmq::flush_acks`]), with whatever the group had staged; other groups' staged acks
     /// stay staged.
     pub fn ack(&self, topic: &str, group: &str, id: u64) -> Result<()> {
-        let topic_id = self.checked_ack(topic, group, id)?;
+        self.ack_on(&*self.acked_topic(topic, group)?, group, id)
+    }
+
+    /// [`Rocksmq::ack`] on a topic's state and a group already checked.
+    fn ack_on(&self, topic: &TopicState, group: &str, id: u64) -> Result<()> {
+        check_ack(topic, id)?;
         let mut staged = lock(&self.inner.groups);
-        staged.stage(topic_id, topic, group, id)?;
-        write_staged(&self.inner.store, &mut staged, Some((topic_id, group)))
+        staged.stage(topic.id, &topic.name, group, id)?;
+        write_staged(&self.inner.store, &mut staged, Some((topic.id, group)))
     }
 
     /// Acknowledges as the queue's [`AckWrite`] says: written before returning, as
-    /// [`Rocksmq::ack`] (`Immediate`), or staged for the background write (`Grouped`). The
-    /// mq consumer's `ack` is this.
+    /// [`Rocksmq::ack`] (`Immediate`), or staged for the background write (`Grouped`).
     pub fn ack_as_configured(&self, topic: &str, group: &str, id: u64) -> Result<()> {
+        self.ack_as_configured_on(&*self.acked_topic(topic, group)?, group, id)
+    }
+
+    /// [`Rocksmq::ack_as_configured`] for a consumer, which holds the state of the topic it
+    /// subscribed to and a group checked then: the mq consumer's `ack` is this.
+    pub(crate) fn ack_as_configured_on(
+        &self,
+        topic: &TopicState,
+        group: &str,
+        id: u64,
+    ) -> Result<()> {
         match self.inner.ack_write {
-            AckWrite::Immediate => self.ack(topic, group, id),
+            AckWrite::Immediate => self.ack_on(topic, group, id),
             AckWrite::Grouped(_) => {
-                self.stage_ack(topic, group, id)?;
+                self.stage_ack_on(topic, group, id)?;
                 self.inner.ack_flusher.arm();
                 Ok(())
             }
@@ -196,16 +212,15 @@ impl Rocksmq {
     /// Checks an acknowledgement of `id` (and everything before it) for `group` as
     /// [`Rocksmq::ack`] does, and stages it: the next [`Rocksmq::flush_acks`] writes it.
     pub fn stage_ack(&self, topic: &str, group: &str, id: u64) -> Result<()> {
-        let topic_id = self.checked_ack(topic, group, id)?;
-        lock(&self.inner.groups).stage(topic_id, topic, group, id)
+        self.stage_ack_on(&*self.acked_topic(topic, group)?, group, id)
     }
 
-    /// [`Rocksmq::stage_ack`] for a consumer of `topic`, which holds the topic's state and
-    /// a group that was checked when it subscribed: it finds neither by name. A stream commits a
-    /// pack with one of these per channel, on the task that hands the packs out.
+    /// [`Rocksmq::stage_ack`] on a topic's state and a group already checked: a consumer holds
+    /// both from when it subscribed, and finds neither by name (a stream commits a pack with
+    /// one of these per channel, on the task that hands the packs out). A consumer of a topic
+    /// destroyed since is refused, even when a new topic took the name.
     pub(crate) fn stage_ack_on(&self, topic: &TopicState, group: &str, id: u64) -> Result<()> {
-        topic.check_live()?;
-        check_ack_range(topic, id)?;
+        check_ack(topic, id)?;
         lock(&self.inner.groups).stage(topic.id, &topic.name, group, id)
     }
 
@@ -218,17 +233,19 @@ impl Rocksmq {
         write_staged(&self.inner.store, &mut staged, None)
     }
 
-    /// The topic's id, if `id` may be acknowledged for `group` of `topic`.
-    fn checked_ack(&self, topic: &str, group: &str, id: u64) -> Result<u64> {
+    /// The live topic named `topic`, if `group` is a valid group name: what an ack by name
+    /// checks before the ack itself.
+    fn acked_topic(&self, topic: &str, group: &str) -> Result<Arc<TopicState>> {
         let state = self.topic(topic)?;
         validate_group(group)?;
-        check_ack_range(&state, id)?;
-        Ok(state.id)
+        Ok(state)
     }
 }
 
-/// Whether `id` may be acknowledged on `topic`: an id it has given out.
-fn check_ack_range(topic: &TopicState, id: u64) -> Result<()> {
+/// Whether `id` may be acknowledged on `topic`: the topic was not destroyed, and gave the id
+/// out.
+fn check_ack(topic: &TopicState, id: u64) -> Result<()> {
+    topic.check_live()?;
     let next = topic.tail().next_id;
     if id < FIRST_MESSAGE_ID || id >= next {
         return Err(Error::InvalidArgument(format!(

@@ -267,8 +267,8 @@ async fn flushes_that_find_nothing_do_not_keep_the_next_ack_from_being_written()
     );
 }
 
-/// A consumer stages its acks on the topic it subscribed to: once that topic is destroyed
-/// they are refused, even when a new topic of the same name exists (its ids are other
+/// A consumer acks (staged or direct) on the topic it subscribed to: once that topic is
+/// destroyed its acks are refused, even when a new topic of the same name exists (its ids are other
 /// messages), and nothing is staged for the new topic's group.
 #[tokio::test]
 async fn an_acker_refuses_acks_once_its_topic_is_destroyed_even_if_the_name_is_reused() {
@@ -288,7 +288,14 @@ async fn an_acker_refuses_acks_once_its_topic_is_destroyed_even_if_the_name_is_r
             acker.stage(&received[2]).await,
             Err(Error::InvalidArgument(_))
         ),
-        "an ack of a message of the destroyed topic"
+        "a staged ack of a message of the destroyed topic"
+    );
+    assert!(
+        matches!(
+            acker.ack(&received[2]).await,
+            Err(Error::InvalidArgument(_))
+        ),
+        "a direct ack of it"
     );
     mq.flush_acks().expect("flush");
     assert_eq!(

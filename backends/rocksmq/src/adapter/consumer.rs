@@ -39,7 +39,7 @@ pub struct RocksmqConsumer {
 struct RocksmqAcker {
     engine: Rocksmq,
     topic: SharedStr,
-    /// The topic's state, so that staging an ack finds it without a look-up by name.
+    /// The state of the topic subscribed to: acks find it without a look-up by name.
     state: Arc<TopicState>,
     group: String,
     epoch: DeliveryEpoch,
@@ -61,7 +61,8 @@ impl std::fmt::Debug for RocksmqAcker {
 impl Acker for RocksmqAcker {
     async fn ack(&self, message: &Message) -> Result<()> {
         let id = self.checked_id(message)?;
-        self.engine.ack_as_configured(&self.topic, &self.group, id)
+        self.engine
+            .ack_as_configured_on(&self.state, &self.group, id)
     }
 
     /// Staged in the engine, written with every other staged ack of the queue by the next
